@@ -1,0 +1,130 @@
+"""CheckpointInfo: the frozen, typed facts about a checkpoint that rules and the memory budget use.
+
+Read from config.json, tokenizer files, the safetensors index and safetensors headers; never from
+weights. `None` means "not known" (file absent or field missing), never "zero".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CheckpointSource = Literal["local", "hf-cache", "hub", "catalog"]
+EagleGeneration = Literal["eagle1", "eagle3"]
+HeadFormat = Literal["raw", "speculators", "specforge", "modelopt"]
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What identifies a tokenizer's content, not just its size."""
+
+    fingerprint: str
+    """sha256 over the sorted token->id mapping, added tokens and special tokens."""
+    vocab_len: int
+    """Number of distinct token ids the tokenizer can produce (including added tokens)."""
+    bos_token: str | None = None
+    eos_token: str | None = None
+    source_file: str = "tokenizer.json"
+
+
+@dataclass(frozen=True)
+class EagleHeadInfo:
+    """Facts that tie an EAGLE / EAGLE-3 head to the target it was trained for."""
+
+    generation: EagleGeneration
+    format: HeadFormat
+    hidden_size: int | None
+    target_hidden_size: int | None
+    """Hidden size of the target the head reads from (`target_hidden_size`, else its own)."""
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    has_d2t: bool | None
+    aux_layer_ids: tuple[int, ...] | None
+    verifier_name: str | None = None
+    verifier_architectures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint's metadata and where it came from."""
+
+    ref: str
+    """The model as the profile names it (hub id or path)."""
+    source: CheckpointSource
+    """Where the metadata was found: local directory, HF cache, hub, or the built-in catalog."""
+    location: str
+    """Human-readable origin: a directory, a cache snapshot path, or a catalog source citation."""
+    revision: str | None = None
+    architectures: tuple[str, ...] = ()
+    model_type: str | None = None
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    rope_scaling_factor: float | None = None
+    original_max_position_embeddings: int | None = None
+    torch_dtype: str | None = None
+    tie_word_embeddings: bool | None = None
+    # MoE
+    num_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    moe_intermediate_size: int | None = None
+    num_shared_experts: int | None = None
+    first_k_dense_replace: int | None = None
+    # MLA (DeepSeek V2/V3)
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # Hybrid / sliding-window attention
+    sliding_window: int | None = None
+    layer_types: tuple[str, ...] | None = None
+    """Per-layer attention kind ("full_attention", "sliding_attention", "linear_attention", ...)."""
+    # MTP
+    mtp_layers: int = 0
+    """MTP layers the config declares (num_nextn_predict_layers, mtp_num_hidden_layers, ...)."""
+    mtp_tensor_count: int | None = None
+    """Tensors of MTP layers found in the weight index; None when no index was available."""
+    # Quantization and size
+    quant_method: str | None = None
+    quant_bits: float | None = None
+    param_count: int | None = None
+    weight_bytes: int | None = None
+    """Exact bytes of all weights (index metadata.total_size or safetensors headers)."""
+    tokenizer: TokenizerInfo | None = None
+    eagle: EagleHeadInfo | None = None
+    missing: tuple[str, ...] = field(default=())
+    """Files that were looked for and not found (rules say they could not check)."""
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def resolved_head_dim(self) -> int | None:
+        if self.head_dim is not None:
+            return self.head_dim
+        if self.hidden_size and self.num_attention_heads:
+            return self.hidden_size // self.num_attention_heads
+        return None
+
+    @property
+    def kv_heads(self) -> int | None:
+        return self.num_key_value_heads or self.num_attention_heads
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A model the profile names whose metadata could not be found anywhere allowed."""
+
+    field: str
+    """Profile field path, e.g. "target.model" or "proposer.model"."""
+    model: str
+    revision: str | None
+    tried: tuple[str, ...]
+    """Each place looked, in order, with why it failed (e.g. "hub: skipped (offline)")."""

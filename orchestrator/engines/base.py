@@ -1,0 +1,87 @@
+"""Engine seam: an engine turns a `LaunchSpec` into exactly how it is started (`EngineLaunch`).
+
+`launch()` is pure and deterministic: no I/O, no clock, no randomness; golden files depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from orchestrator.profile.schema import EngineName, Profile, SpecMethod
+
+if TYPE_CHECKING:
+    from orchestrator.engines.capabilities import EngineRelease
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What an engine module needs to build its launch, with model locations already chosen
+    (hub id, absolute local path, or in-container mount path)."""
+
+    profile: Profile
+    release: EngineRelease
+    target_model: str
+    draft_model: str | None
+    memory_fraction: float
+    """The engine's own memory knob, already translated from serving.gpu_memory_fraction."""
+    host: str = "0.0.0.0"
+
+    @property
+    def method(self) -> SpecMethod:
+        return self.profile.proposer.method
+
+    @property
+    def speculative(self) -> bool:
+        return self.profile.speculative
+
+
+@dataclass(frozen=True)
+class EngineLaunch:
+    """How to start one engine process: image, argv (one token per element), env and files."""
+
+    engine: EngineName
+    version: str
+    image: str
+    argv: tuple[str, ...]
+    port: int
+    health_path: str
+    """Liveness: the process serves HTTP."""
+    ready_path: str
+    """Readiness: the model answers (may be the same as health_path)."""
+    metrics_path: str
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Environment without secret values (secrets are referenced by the deploy target)."""
+    config_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """File name -> content, written beside launch.json and mounted at `config_dir`."""
+    config_dir: str = "/etc/specdeploy"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "version": self.version,
+            "image": self.image,
+            "argv": list(self.argv),
+            "env": dict(sorted(self.env.items())),
+            "port": self.port,
+            "health_path": self.health_path,
+            "ready_path": self.ready_path,
+            "metrics_path": self.metrics_path,
+            "config_files": sorted(self.config_files),
+        }
+
+
+class Engine(Protocol):
+    """Turns the engine-neutral LaunchSpec into exactly how one engine is launched."""
+
+    name: ClassVar[EngineName]
+    #: Flags this engine module renders itself; extra_args may not set them.
+    managed_flags: ClassVar[frozenset[str]]
+
+    def launch(self, spec: LaunchSpec) -> EngineLaunch: ...
+
+    def speculative_flags(self) -> frozenset[str]:
+        """Flags (or config keys) that only a speculative launch carries."""
+        ...

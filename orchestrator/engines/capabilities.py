@@ -1,0 +1,165 @@
+"""The capability matrix: per engine and release, the methods supported, flags removed or renamed,
+and limits. Data lives in `capabilities.yaml` beside this module, each fact with its source.
+
+A release entry describes the engine from that version on, until the next entry. A requested
+version newer than the newest entry uses the newest rules (with a warning); one older than the
+oldest entry is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import ProfileError
+from orchestrator.profile.schema import ENGINE_NAMES, EngineName
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RemovedFlag:
+    """A flag (or speculative-config key) a release no longer accepts."""
+
+    flag: str
+    removed_in: str
+    replacement: str
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineRelease:
+    """What one engine release supports, as far as specdeploy renders it."""
+
+    engine: EngineName
+    version: str
+    """The version the profile asked for."""
+    rules_version: str
+    """The matrix entry whose rules apply (<= version)."""
+    newer_than_known: bool
+    methods: frozenset[str]
+    method_sources: str
+    removed_flags: tuple[RemovedFlag, ...]
+    eagle3_architectures: frozenset[str]
+    """Target architectures the release can attach an EAGLE-3 head to."""
+    mtp_architectures: frozenset[str]
+    """Target architectures whose native MTP layers the release can serve."""
+    features: frozenset[str]
+    """Named behaviour switches (e.g. trtllm "config-flag"); see capabilities.yaml."""
+    image: str
+    notes: tuple[str, ...]
+
+    def removed(self, flag: str) -> RemovedFlag | None:
+        key = flag.split("=", 1)[0]
+        for removed in self.removed_flags:
+            if removed.flag == key and parse_version(removed.removed_in) <= parse_version(
+                self.version
+            ):
+                return removed
+        return None
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+
+def parse_version(text: str) -> Version:
+    """"0.10.1" -> (0, 10, 1); pre-release suffixes sort before the release ("1.2.0rc1" < "1.2.0")."""
+    parts: list[int] = []
+    for piece in text.replace("-", ".").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        number = piece[: len(digits)]
+        parts.append(int(number))
+        if number != piece:  # e.g. "0rc1": a pre-release of the number before it
+            parts.append(-1)
+            break
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)
+
+
+def release_for(engine: EngineName, version: str) -> EngineRelease:
+    """The capabilities of `engine` at `version`, or a ProfileError when it is too old."""
+    table = _matrix()[engine]
+    entries = sorted(table["releases"], key=lambda r: parse_version(str(r["version"])))
+    wanted = parse_version(version)
+    oldest = str(entries[0]["version"])
+    if wanted < parse_version(oldest):
+        raise ProfileError(
+            f"engine.version: {engine} {version} is older than the oldest supported release "
+            f"{oldest}",
+            why=str(table.get("oldest_reason", "its flags are not in the capability matrix")),
+            fix=f"set engine.version to {oldest} or newer (`specdeploy engines` lists releases)",
+        )
+    applicable = [r for r in entries if parse_version(str(r["version"])) <= wanted]
+    return _build(engine, version, applicable, newer=wanted > parse_version(str(entries[-1]["version"])))
+
+
+def known_versions(engine: EngineName) -> list[str]:
+    return [str(r["version"]) for r in _matrix()[engine]["releases"]]
+
+
+def matrix() -> dict[str, Any]:
+    """The raw capability matrix (for `specdeploy engines`)."""
+    return _matrix()
+
+
+def _build(
+    engine: EngineName, version: str, applicable: list[dict[str, Any]], *, newer: bool
+) -> EngineRelease:
+    # Each entry lists what changes from its version on; fold them in order.
+    methods: set[str] = set()
+    eagle3: set[str] = set()
+    mtp: set[str] = set()
+    features: set[str] = set()
+    notes: list[str] = []
+    sources: list[str] = []
+    for entry in applicable:
+        methods |= set(entry.get("adds_methods", ()))
+        methods -= set(entry.get("drops_methods", ()))
+        eagle3 |= set(entry.get("adds_eagle3_architectures", ()))
+        mtp |= set(entry.get("adds_mtp_architectures", ()))
+        features |= set(entry.get("adds_features", ()))
+        features -= set(entry.get("drops_features", ()))
+        notes += [str(n) for n in entry.get("notes", ())]
+        if entry.get("source"):
+            sources.append(f"{entry['version']}: {entry['source']}")
+    table = _matrix()[engine]
+    removed = tuple(
+        RemovedFlag(
+            flag=str(r["flag"]),
+            removed_in=str(r["removed_in"]),
+            replacement=str(r["replacement"]),
+            source=str(r["source"]),
+        )
+        for r in table.get("removed_flags", ())
+    )
+    return EngineRelease(
+        engine=engine,
+        version=version,
+        rules_version=str(applicable[-1]["version"]),
+        newer_than_known=newer,
+        methods=frozenset(methods | {"none"}),
+        method_sources="; ".join(sources),
+        removed_flags=removed,
+        eagle3_architectures=frozenset(eagle3),
+        mtp_architectures=frozenset(mtp),
+        features=frozenset(features),
+        image=str(table["image"]).format(version=version),
+        notes=tuple(notes),
+    )
+
+
+@functools.cache
+def _matrix() -> dict[str, Any]:
+    text = resources.files("orchestrator.engines").joinpath("capabilities.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    missing = [e for e in ENGINE_NAMES if e not in data]
+    if missing:  # a packaging bug, not a user error
+        raise RuntimeError(f"capabilities.yaml lacks engines {missing}")
+    return data

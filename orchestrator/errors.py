@@ -1,0 +1,66 @@
+"""User-facing errors: each says what went wrong, why it matters and how to fix it.
+
+Anything that is not an `OrchestratorError` is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+# Exit codes are a contract (DESIGN.md §4). 2 is click's usage error.
+EXIT_OK = 0
+EXIT_PROFILE_INVALID = 3
+EXIT_INCOMPATIBLE = 4
+EXIT_OVER_BUDGET = 5
+EXIT_CLUSTER = 6
+EXIT_BENCH_UNUSABLE = 7
+
+
+class OrchestratorError(Exception):
+    """Base for every error the user can fix."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, what: str, *, why: str = "", fix: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.why = why
+        self.fix = fix
+
+    def render(self) -> str:
+        lines = [self.what]
+        if self.why:
+            lines.append(f"  why: {self.why}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+
+class ProfileError(OrchestratorError):
+    """The profile file is not valid YAML or does not match the schema."""
+
+    exit_code = EXIT_PROFILE_INVALID
+
+
+class IncompatibleError(OrchestratorError):
+    """Checkpoints, method and engine do not go together."""
+
+    exit_code = EXIT_INCOMPATIBLE
+
+
+class OverMemoryBudgetError(OrchestratorError):
+    """The plan does not fit the GPU memory budget."""
+
+    exit_code = EXIT_OVER_BUDGET
+
+
+class DeployError(OrchestratorError):
+    """A cluster or Docker daemon refused or failed."""
+
+    exit_code = EXIT_CLUSTER
+
+
+class BenchError(OrchestratorError):
+    """The benchmark endpoints are unusable."""
+
+    exit_code = EXIT_BENCH_UNUSABLE

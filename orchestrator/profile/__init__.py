@@ -1,0 +1,1 @@
+"""Profile stage: the YAML a user writes, loaded into typed, validated models."""

@@ -1,0 +1,268 @@
+"""The profile schema (DESIGN.md §2): what a user writes, as strict, frozen pydantic models.
+
+Validators here check only what the YAML alone can show. Anything that needs checkpoint files, an
+engine release or a GPU is a compatibility rule or a memory check, not a validator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+EngineName = Literal["vllm", "sglang", "trtllm"]
+SpecMethod = Literal["draft_model", "eagle", "eagle3", "mtp", "ngram", "none"]
+Device = Literal["gpu", "cpu"]
+KvCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+ENGINE_NAMES: tuple[EngineName, ...] = ("vllm", "sglang", "trtllm")
+#: Methods that need a separate checkpoint in `proposer.model`.
+METHODS_WITH_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
+#: Methods whose proposer lives inside the target (mtp) or needs no weights at all (ngram).
+METHODS_WITHOUT_MODEL: frozenset[str] = frozenset({"mtp", "ngram", "none"})
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class StrictModel(BaseModel):
+    """Base for all profile models: unknown keys are errors, models are immutable after
+    validation, and attribute docstrings become field descriptions in the JSON Schema."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Metadata(StrictModel):
+    name: str = Field(min_length=1, max_length=63)
+    """DNS-1123 label (lower-case letters, digits, '-'); names every Kubernetes object."""
+    namespace: str | None = Field(default=None, min_length=1, max_length=63)
+    """Kubernetes namespace; the current context's namespace when omitted."""
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _dns1123(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS1123_LABEL.match(value):
+            raise ValueError(
+                f"{value!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
+                "starting and ending with a letter or digit (e.g. 'qwen3-4b-draft')"
+            )
+        return value
+
+
+class EngineSpec(StrictModel):
+    name: EngineName
+    """Serving engine: vllm, sglang or trtllm."""
+    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?([.-]?(rc|post|dev)\d+)?$")
+    """Engine release the launch is rendered for, e.g. "0.32.0"; flags differ between releases."""
+    image: str | None = None
+    """Container image; the engine's official image at `version` when omitted."""
+
+
+class TargetSpec(StrictModel):
+    model: str = Field(min_length=1)
+    """Hub repo id (org/name) or a local checkpoint directory (relative to the profile file)."""
+    revision: str | None = None
+    """Hub commit or tag to pin; an unpinned hub model gets a warning."""
+    dtype: ModelDtype = "auto"
+    """Weight and activation dtype; "auto" takes the checkpoint's torch_dtype."""
+    quantization: str | None = None
+    """Quantization method passed to the engine (e.g. fp8, awq); the checkpoint's own when omitted."""
+    trust_remote_code: bool = False
+    """Allow the engine to run model code shipped in the checkpoint repository."""
+
+
+class NgramSpec(StrictModel):
+    min_window: PositiveInt = 1
+    """Smallest n-gram matched against the prompt (vLLM prompt_lookup_min)."""
+    max_window: PositiveInt = 4
+    """Largest n-gram matched against the prompt (vLLM prompt_lookup_max, TensorRT-LLM
+    max_matching_ngram_size)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> NgramSpec:
+        if self.min_window > self.max_window:
+            raise ValueError(
+                f"min_window={self.min_window} is larger than max_window={self.max_window}; "
+                "set min_window <= max_window"
+            )
+        return self
+
+
+class ProposerSpec(StrictModel):
+    method: SpecMethod = "none"
+    """How draft tokens are proposed: draft_model, eagle, eagle3, mtp, ngram, or none (baseline).
+    Always explicit: specdeploy never infers it from a model name."""
+    model: str | None = Field(default=None, min_length=1)
+    """Draft LM or EAGLE head (hub id or local directory). Required for draft_model/eagle/eagle3;
+    not allowed for mtp (the target's own layers) and ngram (no weights)."""
+    revision: str | None = None
+    """Hub commit or tag of the proposer checkpoint."""
+    num_speculative_tokens: int = Field(default=3, ge=1, le=32)
+    """Draft tokens proposed per step (SGLang speculative-num-steps, TensorRT-LLM max_draft_len)."""
+    draft_tensor_parallel_size: PositiveInt | None = None
+    """Tensor parallel size of the draft; the engine default (the target's) when omitted."""
+    ngram: NgramSpec | None = None
+    """n-gram lookup window; only with method: ngram."""
+
+    @model_validator(mode="after")
+    def _model_matches_method(self) -> ProposerSpec:
+        if self.method in METHODS_WITH_MODEL and self.model is None:
+            raise ValueError(
+                f"method {self.method!r} needs proposer.model (the draft checkpoint or EAGLE head); "
+                "add `model: <hub id or directory>` or choose method: ngram"
+            )
+        if self.method in METHODS_WITHOUT_MODEL and self.model is not None:
+            reason = {
+                "mtp": "MTP uses the target checkpoint's own MTP layers",
+                "ngram": "n-gram lookup needs no weights",
+                "none": "a baseline has no proposer",
+            }[self.method]
+            raise ValueError(
+                f"method {self.method!r} takes no proposer.model ({reason}); "
+                f"remove `model: {self.model}`"
+            )
+        if self.ngram is not None and self.method != "ngram":
+            raise ValueError(f"proposer.ngram applies to method 'ngram', not {self.method!r}")
+        if self.method == "none" and self.draft_tensor_parallel_size is not None:
+            raise ValueError("draft_tensor_parallel_size needs a proposer method other than 'none'")
+        return self
+
+
+class HardwareSpec(StrictModel):
+    device: Device = "gpu"
+    """Where the engine runs: gpu (Kubernetes or Docker with GPUs) or cpu (laptop, CI)."""
+    gpu: str | None = "H100-80GB"
+    """GPU catalog name (`specdeploy gpus` lists them); ignored on device: cpu."""
+    tensor_parallel_size: PositiveInt = 1
+    """GPUs each model replica is split across, within a node."""
+    pipeline_parallel_size: PositiveInt = 1
+    """Pipeline stages; TP x PP beyond gpus_per_node needs a multi-node LeaderWorkerSet."""
+    gpus_per_node: PositiveInt = 8
+    """GPUs available on one node."""
+
+
+class ServingSpec(StrictModel):
+    max_model_len: PositiveInt = 8192
+    """Longest sequence (prompt + output) in tokens."""
+    max_concurrency: PositiveInt = 16
+    """Sequences that must fit at max_model_len at once (engine max-num-seqs / running requests)."""
+    gpu_memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
+    """Share of each GPU's memory specdeploy may plan for; translated to each engine's knob."""
+    kv_cache_dtype: KvCacheDtype = "auto"
+    """KV cache dtype; fp8 halves KV memory."""
+    port: int = Field(default=8000, ge=1, le=65535)
+    """Port the OpenAI-compatible server listens on."""
+    extra_args: tuple[str, ...] = ()
+    """Extra engine command-line tokens, passed through; may not override flags specdeploy manages."""
+
+
+class DeploySpec(StrictModel):
+    replicas: int = Field(default=1, ge=0)
+    """Serving replicas."""
+    baseline: bool = False
+    """Also deploy the same target without speculation, for an A/B comparison."""
+    hf_token_secret: str | None = None
+    """Name of a Kubernetes Secret with key HF_TOKEN; never the token itself."""
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _not_a_token(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("hf_"):
+            raise ValueError(
+                "this looks like a Hugging Face token, not a Secret name; create a Secret "
+                "(`kubectl create secret generic hf-token --from-literal=HF_TOKEN=...`) and put "
+                "its name here"
+            )
+        if value is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value):
+            raise ValueError(f"{value!r} is not a valid Secret name (DNS-1123 subdomain)")
+        return value
+
+
+class VllmTuning(StrictModel):
+    """vLLM-only knobs. Only allowed with engine.name: vllm."""
+
+    enforce_eager: bool = False
+    """Disable CUDA graphs / torch.compile (faster start, slower decode)."""
+    max_num_batched_tokens: PositiveInt | None = None
+    """Tokens per scheduler step; the engine default when omitted."""
+
+
+class SglangTuning(StrictModel):
+    """SGLang-only knobs. Only allowed with engine.name: sglang."""
+
+    eagle_topk: PositiveInt = 1
+    """Branching factor per draft step (--speculative-eagle-topk). Values above 1 build a tree and
+    need disable_overlap_schedule: true."""
+    num_draft_tokens: PositiveInt | None = None
+    """Tokens verified per step (--speculative-num-draft-tokens); steps + 1 for a chain (topk 1)."""
+    cuda_graph_max_bs: PositiveInt | None = None
+    """Largest batch captured in a CUDA graph; lower it when memory is tight."""
+    disable_overlap_schedule: bool = False
+    """Use the synchronous scheduler; required for tree drafting (eagle_topk > 1)."""
+
+
+class TrtllmTuning(StrictModel):
+    """TensorRT-LLM-only knobs. Only allowed with engine.name: trtllm."""
+
+    max_batch_size: PositiveInt | None = None
+    """Largest runtime batch; defaults to serving.max_concurrency."""
+    max_num_tokens: PositiveInt | None = None
+    """Tokens per iteration (prefill chunk + decode); the engine default when omitted."""
+    cuda_graph_max_batch_size: PositiveInt | None = None
+    """Largest batch captured in a CUDA graph."""
+    disable_overlap_scheduler: bool | None = None
+    """Force the overlap scheduler off; specdeploy turns it off where the method requires."""
+    enable_iter_perf_stats: bool = True
+    """Expose per-iteration stats (including speculative acceptance) on /metrics."""
+
+
+class Profile(StrictModel):
+    """A speculative deployment: target, proposer, engine, hardware and serving settings."""
+
+    apiVersion: Literal["specdeploy/v1"]  # noqa: N815 - Kubernetes-style key
+    """Schema version; always specdeploy/v1."""
+    kind: Literal["SpeculativeDeployment"]
+    """Always SpeculativeDeployment."""
+    metadata: Metadata
+    """Name (and namespace) of the deployment."""
+    engine: EngineSpec
+    """Engine and the release to render for."""
+    target: TargetSpec
+    """The model whose output is served."""
+    proposer: ProposerSpec = ProposerSpec()
+    """How draft tokens are proposed; omit (or method: none) for a baseline."""
+    hardware: HardwareSpec = HardwareSpec()
+    """GPUs and parallelism."""
+    serving: ServingSpec = ServingSpec()
+    """Context length, concurrency, memory share, port, extra engine args."""
+    deploy: DeploySpec = DeploySpec()
+    """Replicas, baseline twin, secrets."""
+    vllm: VllmTuning | None = None
+    """vLLM-only tuning; only with engine.name: vllm."""
+    sglang: SglangTuning | None = None
+    """SGLang-only tuning; only with engine.name: sglang."""
+    trtllm: TrtllmTuning | None = None
+    """TensorRT-LLM-only tuning; only with engine.name: trtllm."""
+
+    @model_validator(mode="after")
+    def _tuning_matches_engine(self) -> Profile:
+        for name in ENGINE_NAMES:
+            if getattr(self, name) is not None and name != self.engine.name:
+                raise ValueError(
+                    f"the `{name}:` block tunes engine {name!r} but engine.name is "
+                    f"{self.engine.name!r}; remove the block or change engine.name"
+                )
+        if self.hardware.device == "gpu" and self.hardware.gpu is None:
+            raise ValueError("hardware.gpu is required on device: gpu (see `specdeploy gpus`)")
+        return self
+
+    @property
+    def speculative(self) -> bool:
+        """True when a proposer is configured (anything but method: none)."""
+        return self.proposer.method != "none"
+
+    def as_baseline(self) -> Profile:
+        """The same deployment without speculation: same weights, same flags, no proposer."""
+        return self.model_copy(update={"proposer": ProposerSpec()})
