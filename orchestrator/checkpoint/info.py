@@ -13,6 +13,9 @@ CheckpointSource = Literal["local", "hf-cache", "hub", "catalog"]
 EagleGeneration = Literal["eagle1", "eagle3"]
 HeadFormat = Literal["raw", "speculators", "specforge", "modelopt"]
 
+# RoPE scalings that extend the context beyond what the config's max positions already say.
+_ROPE_EXTENDING = frozenset({"yarn", "linear", "dynamic"})
+
 
 @dataclass(frozen=True)
 class TokenizerInfo:
@@ -25,6 +28,9 @@ class TokenizerInfo:
     bos_token: str | None = None
     eos_token: str | None = None
     source_file: str = "tokenizer.json"
+    vocab_fingerprint: str | None = None
+    """sha256 over the base vocabulary only (no added or special tokens): equal when two
+    tokenizers differ only in added tokens (e.g. Qwen3 = Qwen2.5 + 4 added tokens)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class CheckpointInfo:
     max_position_embeddings: int | None = None
     rope_scaling_factor: float | None = None
     original_max_position_embeddings: int | None = None
+    rope_type: str | None = None
+    """`rope_scaling.rope_type` (or legacy `type`): "yarn", "llama3", "linear", "dynamic", ..."""
     torch_dtype: str | None = None
     tie_word_embeddings: bool | None = None
     # MoE
@@ -100,6 +108,14 @@ class CheckpointInfo:
     eagle: EagleHeadInfo | None = None
     missing: tuple[str, ...] = field(default=())
     """Files that were looked for and not found (rules say they could not check)."""
+    tokenizer_family: str | None = None
+    """Documented tokenizer family id (built-in catalog only, e.g. "qwen3", "llama3"), used to
+    compare tokenizers when the files themselves are not available."""
+    unverified: tuple[str, ...] = field(default=())
+    """Fields whose value the source could not confirm (catalog entries); rules treat them as
+    unknown rather than trusting the default."""
+    sources: tuple[str, ...] = field(default=())
+    """Citations for catalog facts (repository@commit:path or URL); empty for read files."""
 
     @property
     def is_mla(self) -> bool:
@@ -116,6 +132,20 @@ class CheckpointInfo:
     @property
     def kv_heads(self) -> int | None:
         return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def max_context(self) -> int | None:
+        """Longest sequence the config supports, as vLLM derives it: `max_position_embeddings`,
+        except for RoPE scalings that extend it (yarn: original x factor; linear/dynamic:
+        max_position_embeddings x factor). llama3/longrope/su already count the extension in
+        max_position_embeddings. Source: vLLM `_get_and_verify_max_len` (vllm/config/model.py)."""
+        base = self.max_position_embeddings
+        if self.rope_type in _ROPE_EXTENDING and self.rope_scaling_factor:
+            if self.rope_type == "yarn" and self.original_max_position_embeddings:
+                base = self.original_max_position_embeddings
+            if base is not None:
+                return int(base * self.rope_scaling_factor)
+        return base
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ class Finding:
     why: str  # what would go wrong at serving time
     fix: str  # the smallest profile change that resolves it
     source: str = ""  # where the rule's fact comes from (engine code, docs, issue)
+    field: str = ""  # profile field path the finding is about, when there is one
 
     @classmethod
     def error(cls, *, what: str, why: str, fix: str) -> Finding:
@@ -60,13 +61,16 @@ class Finding:
         return (_SEVERITY_ORDER[self.severity], self.rule)
 
     def as_json(self) -> dict[str, str]:
-        return {
+        out = {
             "rule": self.rule,
             "severity": self.severity,
             "what": self.what,
             "why": self.why,
             "fix": self.fix,
         }
+        if self.field:
+            out["field"] = self.field
+        return out
 
 
 @dataclass(frozen=True)

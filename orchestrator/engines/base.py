@@ -27,7 +27,13 @@ class LaunchSpec:
     draft_model: str | None
     memory_fraction: float
     """The engine's own memory knob, already translated from serving.gpu_memory_fraction."""
+    served_model_name: str
+    """Name clients use in requests; the same for a speculative launch and its baseline."""
+    target_model_type: str | None = None
+    """config.json model_type of the target, when known (some releases spell methods per family)."""
     host: str = "0.0.0.0"
+    config_dir: str = "/etc/specdeploy"
+    """Where engine config files are found at run time (a ConfigMap mount, or the render dir)."""
 
     @property
     def method(self) -> SpecMethod:

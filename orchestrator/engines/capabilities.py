@@ -9,6 +9,7 @@ oldest entry is refused.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -19,6 +20,7 @@ from orchestrator.errors import ProfileError
 from orchestrator.profile.schema import ENGINE_NAMES, EngineName
 
 Version = tuple[int, ...]
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]?(rc|post|dev)(\d+))?(?:\+\S+)?$")
 
 
 @dataclass(frozen=True)
@@ -67,20 +69,14 @@ class EngineRelease:
 
 
 def parse_version(text: str) -> Version:
-    """"0.10.1" -> (0, 10, 1); pre-release suffixes sort before the release ("1.2.0rc1" < "1.2.0")."""
-    parts: list[int] = []
-    for piece in text.replace("-", ".").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            break
-        number = piece[: len(digits)]
-        parts.append(int(number))
-        if number != piece:  # e.g. "0rc1": a pre-release of the number before it
-            parts.append(-1)
-            break
-    while len(parts) < 3:
-        parts.append(0)
-    return tuple(parts)
+    """ "0.10.1" -> (0, 10, 1, 0, 0); pre-releases sort before the release ("1.3.0rc1" < "1.3.0")
+    and post-releases after it."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise ValueError(f"not a version: {text!r}")
+    major, minor, patch, tag, number = match.groups()
+    rank = {"dev": -2, "rc": -1, None: 0, "post": 1}[tag]
+    return (int(major), int(minor), int(patch or 0), rank, int(number or 0))
 
 
 def release_for(engine: EngineName, version: str) -> EngineRelease:
@@ -97,7 +93,9 @@ def release_for(engine: EngineName, version: str) -> EngineRelease:
             fix=f"set engine.version to {oldest} or newer (`specdeploy engines` lists releases)",
         )
     applicable = [r for r in entries if parse_version(str(r["version"])) <= wanted]
-    return _build(engine, version, applicable, newer=wanted > parse_version(str(entries[-1]["version"])))
+    return _build(
+        engine, version, applicable, newer=wanted > parse_version(str(entries[-1]["version"]))
+    )
 
 
 def known_versions(engine: EngineName) -> list[str]:

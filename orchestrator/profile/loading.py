@@ -84,7 +84,9 @@ def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]) from None
+        raise ProfileInvalid(
+            file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]
+        ) from None
     if node is None:
         raise ProfileInvalid(file, [ProfileIssue("", 1, 1, "the profile is empty")])
     marks: dict[Loc, tuple[int, int]] = {}
@@ -150,7 +152,9 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
 
 def _yaml_loc(loc: Loc) -> Loc:
     # pydantic appends validator names / union tags we never show; keep field names and indices.
-    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-"))))
+    return tuple(
+        p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-")))
+    )
 
 
 def _nearest_mark(loc: Loc, marks: dict[Loc, tuple[int, int]]) -> tuple[int | None, int | None]:
@@ -238,4 +242,6 @@ def _fix_for(issue: ProfileIssue) -> str:
         return f"keep one `{issue.path.rsplit('.', 1)[-1]}` entry and delete the other"
     if issue.message == "required field is missing":
         return f"add `{issue.path}` to the profile (`specdeploy schema` shows every field)"
-    return f"edit `{issue.path or 'the profile'}` as described (`specdeploy schema` shows every field)"
+    return (
+        f"edit `{issue.path or 'the profile'}` as described (`specdeploy schema` shows every field)"
+    )

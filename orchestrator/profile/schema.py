@@ -104,7 +104,8 @@ class ProposerSpec(StrictModel):
     draft_tensor_parallel_size: PositiveInt | None = None
     """Tensor parallel size of the draft; the engine default (the target's) when omitted."""
     ngram: NgramSpec | None = None
-    """n-gram lookup window; only with method: ngram."""
+    """n-gram lookup window; only with method: ngram (vLLM and TensorRT-LLM; SGLang uses its own
+    trie defaults)."""
 
     @model_validator(mode="after")
     def _model_matches_method(self) -> ProposerSpec:
@@ -187,6 +188,8 @@ class VllmTuning(StrictModel):
     """Disable CUDA graphs / torch.compile (faster start, slower decode)."""
     max_num_batched_tokens: PositiveInt | None = None
     """Tokens per scheduler step; the engine default when omitted."""
+    cpu_kvcache_space_gib: PositiveInt | None = None
+    """KV cache size in GiB on device: cpu (VLLM_CPU_KVCACHE_SPACE); vLLM's default when omitted."""
 
 
 class SglangTuning(StrictModel):
@@ -197,6 +200,9 @@ class SglangTuning(StrictModel):
     need disable_overlap_schedule: true."""
     num_draft_tokens: PositiveInt | None = None
     """Tokens verified per step (--speculative-num-draft-tokens); steps + 1 for a chain (topk 1)."""
+    mem_fraction_static: float | None = Field(default=None, gt=0.0, lt=1.0)
+    """Override --mem-fraction-static (weights + KV share of GPU memory); translated from
+    serving.gpu_memory_fraction when omitted."""
     cuda_graph_max_bs: PositiveInt | None = None
     """Largest batch captured in a CUDA graph; lower it when memory is tight."""
     disable_overlap_schedule: bool = False
@@ -206,6 +212,9 @@ class SglangTuning(StrictModel):
 class TrtllmTuning(StrictModel):
     """TensorRT-LLM-only knobs. Only allowed with engine.name: trtllm."""
 
+    free_gpu_memory_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
+    """Override kv_cache_config.free_gpu_memory_fraction (share of memory left after weights);
+    translated from serving.gpu_memory_fraction when omitted."""
     max_batch_size: PositiveInt | None = None
     """Largest runtime batch; defaults to serving.max_concurrency."""
     max_num_tokens: PositiveInt | None = None
@@ -221,7 +230,7 @@ class TrtllmTuning(StrictModel):
 class Profile(StrictModel):
     """A speculative deployment: target, proposer, engine, hardware and serving settings."""
 
-    apiVersion: Literal["specdeploy/v1"]  # noqa: N815 - Kubernetes-style key
+    apiVersion: Literal["specdeploy/v1"]
     """Schema version; always specdeploy/v1."""
     kind: Literal["SpeculativeDeployment"]
     """Always SpeculativeDeployment."""

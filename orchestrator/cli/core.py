@@ -1,0 +1,171 @@
+"""validate, render, schema, engines, explain."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.options import (
+    format_option,
+    ignore_option,
+    offline_option,
+    profile_argument,
+    strict_option,
+)
+from orchestrator.compatibility import RULES_BY_ID
+from orchestrator.deploy.dry_run_files import render_files, write_files
+from orchestrator.engines.capabilities import matrix
+from orchestrator.errors import OrchestratorError
+from orchestrator.output import plan_document, text_report
+from orchestrator.pipeline import DeploymentPlan, build_plan
+from orchestrator.profile.schema import Profile
+
+
+@click.command()
+@click.argument("profiles", nargs=-1, required=True, type=profile_argument)
+@format_option
+@strict_option
+@offline_option
+@ignore_option
+def validate(
+    profiles: tuple[Path, ...], output: str, strict: bool, offline: bool, ignore: tuple[str, ...]
+) -> None:
+    """Check profiles: checkpoint pairing, engine rules and the memory budget.
+
+    Exit 0 when deployable (warnings allowed unless --strict), 3 profile invalid, 4 incompatible,
+    5 over the memory budget.
+    """
+    plans = [build_plan(p, offline=offline, ignore=frozenset(ignore)) for p in profiles]
+    if output == "json":
+        documents = [plan_document(p, strict=strict) for p in plans]
+        click.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+    else:
+        for plan in plans:
+            click.echo(text_report(plan, strict=strict), err=not plan.ok(strict=strict))
+    codes = [p.exit_code(strict=strict) for p in plans if p.exit_code(strict=strict)]
+    click.get_current_context().exit(min(codes) if codes else 0)
+
+
+@click.command()
+@click.argument("profile", type=profile_argument)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for launch.json, engine config files and k8s/ manifests.",
+)
+@format_option
+@strict_option
+@offline_option
+@ignore_option
+def render(
+    profile: Path, out_dir: Path, output: str, strict: bool, offline: bool, ignore: tuple[str, ...]
+) -> None:
+    """Validate, then write the engine launch and Kubernetes manifests (a dry run).
+
+    Nothing is written unless the profile is valid. Exit codes as for validate.
+    """
+    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
+    code = plan.exit_code(strict=strict)
+    written: list[Path] = []
+    if code == 0:
+        written = write_files(render_files(plan), out_dir)
+    if output == "json":
+        document = plan_document(plan, strict=strict)
+        document["written"] = [str(p) for p in written]
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(text_report(plan, strict=strict), err=code != 0)
+        _print_written(plan, written, out_dir)
+    click.get_current_context().exit(code)
+
+
+def _print_written(plan: DeploymentPlan, written: list[Path], out_dir: Path) -> None:
+    if not written:
+        click.echo(f"nothing written to {out_dir}", err=True)
+        return
+    click.echo(f"wrote {len(written)} files to {out_dir}:")
+    for path in written:
+        click.echo(f"  {path}")
+    launch = plan.launch
+    if launch is not None:
+        click.echo(f"launch: {' '.join(launch.argv)}")
+
+
+@click.command()
+def schema() -> None:
+    """Print the profile's JSON Schema (for editor completion and validation)."""
+    document = Profile.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "specdeploy profile (specdeploy/v1 SpeculativeDeployment)"
+    click.echo(json.dumps(document, indent=2, sort_keys=True))
+
+
+@click.command()
+@format_option
+def engines(output: str) -> None:
+    """Print the capability matrix: per engine release, methods, features and removed flags."""
+    data = matrix()
+    if output == "json":
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+        return
+    for engine, table in data.items():
+        click.echo(f"{engine}  (image {table['image']})")
+        for entry in table["releases"]:
+            changes = [
+                f"+{kind.removeprefix('adds_')}: {', '.join(map(str, entry[kind]))}"
+                for kind in sorted(entry)
+                if kind.startswith(("adds_", "drops_")) and entry[kind]
+            ]
+            checked = "verified" if entry.get("verified") else "from docs"
+            click.echo(
+                f"  {entry['version']:<10} {'; '.join(changes) or '(no changes)'}  [{checked}]"
+            )
+            click.echo(f"             source: {entry.get('source', '?')}")
+        for removed in table.get("removed_flags", ()):
+            click.echo(
+                f"  removed {removed['flag']} in {removed['removed_in']}: use {removed['replacement']}"
+            )
+
+
+#: Ids of the findings the loader itself produces (not rules with functions).
+PROFILE_RULES: dict[str, str] = {
+    "profile.unknown-field": "A key the schema does not define, usually a typo; `did you mean` names the closest field.",
+    "profile.duplicate-key": "A key given twice in one mapping; YAML would silently keep the last value.",
+    "profile.missing-field": "A required field is absent.",
+    "profile.invalid-value": "A value of the wrong type or outside its range, or fields that contradict each other.",
+    "profile.yaml-syntax": "The file is not valid YAML.",
+    "profile.engine-version": "engine.version is older than the oldest release in the capability matrix.",
+}
+
+
+@click.command()
+@click.argument("rule_id")
+def explain(rule_id: str) -> None:
+    """Explain what a rule checks, why, and where the fact comes from."""
+    if rule_id in PROFILE_RULES:
+        click.echo(
+            f"{rule_id}\n  {PROFILE_RULES[rule_id]}\n  source: the profile schema (specdeploy schema)"
+        )
+        return
+    rules = RULES_BY_ID.get(rule_id)
+    if not rules:
+        known = sorted([*RULES_BY_ID, *PROFILE_RULES])
+        close = difflib.get_close_matches(rule_id, known, n=1)
+        raise OrchestratorError(
+            f"no rule {rule_id!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+            fix=f"use one of: {', '.join(known)}",
+        )
+    for rule in rules:
+        click.echo(rule.id)
+        for line in rule.doc.splitlines():
+            click.echo(f"  {line}")
+        click.echo(f"  source: {rule.source}")
+        click.echo(f"  checked by: {rule.check.__module__}.{getattr(rule.check, '__name__', '?')}")
+
+
+COMMANDS: tuple[click.Command, ...] = (validate, render, schema, engines, explain)

@@ -1,0 +1,265 @@
+"""Engine rules: what the pinned engine release accepts for this method and topology.
+
+These need only the profile and the capability matrix (plus the target's architecture, when known,
+for the EAGLE-3 / MTP support check).
+"""
+
+from __future__ import annotations
+
+from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.engines import ENGINES
+from orchestrator.engines.capabilities import known_versions, release_for
+from orchestrator.profile.schema import EngineName
+
+_SGLANG_DOCS = "sgl-project/sglang docs advanced_features/speculative_decoding (overlap scheduler)"
+
+
+def _speculative(ctx: CompatContext) -> bool:
+    return ctx.profile.speculative
+
+
+def _sglang_spec(ctx: CompatContext) -> bool:
+    return ctx.engine == "sglang" and ctx.profile.speculative and ctx.method != "ngram"
+
+
+@rule(
+    "engine.version-unknown",
+    source="orchestrator/engines/capabilities.yaml (newest release entry per engine)",
+    applies=lambda ctx: ctx.release.newer_than_known,
+)
+def engine_version_is_known(ctx: CompatContext) -> Finding | None:
+    """A release newer than the capability matrix knows is rendered with the newest known rules.
+    Flags change between releases, so the user should know the launch was not checked for it."""
+    release = ctx.release
+    return Finding.warning(
+        what=(
+            f"engine.version {release.version} is newer than the newest {release.engine} release "
+            f"specdeploy knows ({release.rules_version}); rendered with the {release.rules_version} rules"
+        ),
+        why="a flag renamed or removed in the newer release would fail at start-up",
+        fix=(
+            f"pin engine.version: {release.rules_version}, or check the rendered launch against "
+            f"`{release.engine} --help` of the newer release"
+        ),
+    )
+
+
+@rule(
+    "engine.method-supported",
+    source="orchestrator/engines/capabilities.yaml; vLLM SupportsEagle3 (vllm.md §2.5)",
+    applies=_speculative,
+)
+def engine_supports_method(ctx: CompatContext) -> Finding | None:
+    """The engine release must implement the proposer method, and for EAGLE-3 and MTP the target
+    architecture must implement it too (vLLM: `Model does not support EAGLE3 interface` at load)."""
+    release = ctx.release
+    if ctx.method not in release.methods:
+        supported = sorted(release.methods - {"none"})
+        return Finding.error(
+            what=(
+                f"proposer.method {ctx.method!r} is not supported by {release.engine} "
+                f"{release.version} (supported: {', '.join(supported)})"
+            ),
+            why="the engine refuses the speculative configuration at start-up",
+            fix=_method_fix(ctx, supported),
+        )
+    return _architecture_finding(ctx)
+
+
+def _method_fix(ctx: CompatContext, supported: list[str]) -> str:
+    later = _first_release_with(ctx.release.engine, ctx.method)
+    if later is not None:
+        return f"set engine.version to {later} or newer, or choose proposer.method from {supported}"
+    return f"choose proposer.method from {supported}, or another engine.name"
+
+
+def _first_release_with(engine: EngineName, method: str) -> str | None:
+    for version in known_versions(engine):
+        if method in release_for(engine, version).methods:
+            return version
+    return None
+
+
+def _architecture_finding(ctx: CompatContext) -> Finding | None:
+    if ctx.target is None or not ctx.target.architectures or ctx.method not in ("eagle3", "mtp"):
+        return None
+    allowed = (
+        ctx.release.eagle3_architectures
+        if ctx.method == "eagle3"
+        else ctx.release.mtp_architectures
+    )
+    architectures = set(ctx.target.architectures)
+    if architectures & allowed:
+        return None
+    return Finding.error(
+        what=(
+            f"target architecture {', '.join(sorted(architectures))} has no {ctx.method} support in "
+            f"{ctx.release.engine} {ctx.release.version} (known: {', '.join(sorted(allowed)) or 'none'})"
+        ),
+        why=(
+            "the engine loads the target and then fails: the model class does not expose the hidden "
+            "states (EAGLE-3) or MTP layers the proposer needs"
+        ),
+        fix=(
+            "use a target architecture from the list, a newer engine.version, or proposer.method: "
+            "draft_model/ngram; if you know this release supports it, pass --ignore engine.method-supported"
+        ),
+    )
+
+
+@rule(
+    "engine.draft-tensor-parallel",
+    source="vLLM SpeculativeConfig._verify_and_get_draft_tp, DraftModelProposer (vllm.md §2.5)",
+    applies=lambda ctx: ctx.profile.proposer.draft_tensor_parallel_size is not None,
+)
+def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
+    """vLLM accepts a draft TP of 1 or the target's TP, and draft_model requires it to equal the
+    target's. SGLang and TensorRT-LLM have no separate draft TP: the draft runs at the target's."""
+    draft_tp = ctx.profile.proposer.draft_tensor_parallel_size
+    target_tp = ctx.profile.hardware.tensor_parallel_size
+    if ctx.engine != "vllm":
+        return Finding.error(
+            what=f"proposer.draft_tensor_parallel_size={draft_tp} but {ctx.engine} has no draft TP setting",
+            why=f"{ctx.engine} runs the draft at the target's tensor parallel size ({target_tp})",
+            fix="remove proposer.draft_tensor_parallel_size",
+        )
+    if ctx.method == "draft_model" and draft_tp != target_tp:
+        return Finding.error(
+            what=f"proposer.draft_tensor_parallel_size={draft_tp} but hardware.tensor_parallel_size={target_tp}",
+            why="vLLM's draft_model proposer requires the draft TP to equal the target TP",
+            fix=f"set proposer.draft_tensor_parallel_size: {target_tp}, or remove it",
+        )
+    if draft_tp not in (1, target_tp):
+        return Finding.error(
+            what=f"proposer.draft_tensor_parallel_size={draft_tp}; vLLM accepts 1 or {target_tp}",
+            why="vLLM refuses any other draft tensor parallel size at start-up",
+            fix=f"set proposer.draft_tensor_parallel_size to 1 or {target_tp}, or remove it",
+        )
+    return None
+
+
+@rule("engine.sglang-overlap-topk", source=_SGLANG_DOCS, applies=_sglang_spec)
+def sglang_overlap_needs_topk_one(ctx: CompatContext) -> Finding | None:
+    """SGLang's overlap scheduler (on by default for speculative decoding) supports only chain
+    drafting (--speculative-eagle-topk 1); tree drafting must disable it."""
+    tuning = ctx.profile.sglang
+    if tuning is None or tuning.eagle_topk == 1 or tuning.disable_overlap_schedule:
+        return None
+    return Finding.error(
+        what=(
+            f"sglang.eagle_topk={tuning.eagle_topk} (tree drafting) with the overlap scheduler on "
+            "(sglang.disable_overlap_schedule: false)"
+        ),
+        why="SGLang's overlap scheduler only supports --speculative-eagle-topk 1 and refuses the tree",
+        fix="set sglang.disable_overlap_schedule: true, or sglang.eagle_topk: 1",
+    )
+
+
+@rule("engine.sglang-draft-tokens", source=_SGLANG_DOCS, applies=_sglang_spec)
+def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
+    """SGLang verifies num_draft_tokens per step: steps + 1 for a chain (it silently rewrites any
+    other value), and between steps + 1 and topk x steps + 1 for a tree."""
+    tuning = ctx.profile.sglang
+    steps = ctx.profile.proposer.num_speculative_tokens
+    topk = tuning.eagle_topk if tuning is not None else 1
+    tokens = tuning.num_draft_tokens if tuning is not None else None
+    if topk == 1:
+        if tokens is None or tokens == steps + 1:
+            return None
+        return Finding.error(
+            what=f"sglang.num_draft_tokens={tokens} but a chain (eagle_topk 1) of {steps} steps verifies {steps + 1}",
+            why="SGLang silently replaces the value, so the deployment would not run what the profile says",
+            fix=f"set sglang.num_draft_tokens: {steps + 1}, or remove it",
+        )
+    if tokens is None:
+        return Finding.error(
+            what=f"sglang.eagle_topk={topk} (tree drafting) without sglang.num_draft_tokens",
+            why="SGLang needs steps, topk and draft tokens all set, or all unset",
+            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
+        )
+    if not steps + 1 <= tokens <= topk * steps + 1:
+        return Finding.error(
+            what=f"sglang.num_draft_tokens={tokens} outside [{steps + 1}, {topk * steps + 1}] for {steps} steps x topk {topk}",
+            why="the draft tree cannot hold that many tokens (or holds fewer than one chain)",
+            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
+        )
+    return None
+
+
+@rule(
+    "engine.pipeline-parallel",
+    source="SGLang server_args (pp_size > 1 requires no speculative decoding); vllm.md §2.5",
+    applies=lambda ctx: ctx.profile.speculative and ctx.profile.hardware.pipeline_parallel_size > 1,
+)
+def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
+    """SGLang refuses speculative decoding with pipeline parallelism; vLLM documents speculation as
+    not composable with PP except EAGLE-3 on recent releases."""
+    pp = ctx.profile.hardware.pipeline_parallel_size
+    if ctx.engine == "trtllm" or (ctx.engine == "vllm" and ctx.method == "eagle3"):
+        return None
+    return Finding.error(
+        what=f"hardware.pipeline_parallel_size={pp} with proposer.method {ctx.method!r} on {ctx.engine}",
+        why=f"{ctx.engine} does not run this speculative method with pipeline parallelism",
+        fix="set hardware.pipeline_parallel_size: 1 and raise tensor_parallel_size instead",
+    )
+
+
+@rule("engine.removed-flag", source="orchestrator/engines/capabilities.yaml removed_flags")
+def extra_args_use_no_removed_flag(ctx: CompatContext) -> list[Finding]:
+    """Flags the pinned release removed or renamed make the engine exit at start-up with
+    'unrecognized arguments'; copying examples from older releases is the usual cause."""
+    findings = []
+    for flag in _flags(ctx.profile.serving.extra_args):
+        removed = ctx.release.removed(flag)
+        if removed is not None:
+            findings.append(
+                Finding.error(
+                    what=(
+                        f"serving.extra_args has {flag}, removed in {ctx.engine} {removed.removed_in} "
+                        f"({removed.source})"
+                    ),
+                    why=f"{ctx.engine} {ctx.release.version} exits at start-up on an unknown flag",
+                    fix=f"remove {flag} from serving.extra_args; use {removed.replacement}",
+                )
+            )
+    return findings
+
+
+@rule("engine.managed-flag", source="orchestrator/engines/<engine>.py managed_flags")
+def extra_args_do_not_override_managed_flags(ctx: CompatContext) -> list[Finding]:
+    """specdeploy renders these flags from the profile; a second copy in extra_args would make the
+    launch differ from the profile that was validated (and from its baseline twin)."""
+    managed = ENGINES[ctx.engine].managed_flags
+    return [
+        Finding.error(
+            what=f"serving.extra_args sets {flag}, which specdeploy renders from the profile",
+            why="the engine would run with a value that validation and the memory budget never saw",
+            fix=f"remove {flag} from serving.extra_args and set the matching profile field instead",
+        )
+        for flag in _flags(ctx.profile.serving.extra_args)
+        if flag in managed and ctx.release.removed(flag) is None
+    ]
+
+
+def _flags(args: tuple[str, ...]) -> list[str]:
+    return [a.split("=", 1)[0] for a in args if a.startswith("-") and not _is_number(a)]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+RULES = (
+    engine_version_is_known,
+    engine_supports_method,
+    draft_tensor_parallel_is_accepted,
+    sglang_overlap_needs_topk_one,
+    sglang_draft_tokens_are_consistent,
+    pipeline_parallel_allows_speculation,
+    extra_args_use_no_removed_flag,
+    extra_args_do_not_override_managed_flags,
+)

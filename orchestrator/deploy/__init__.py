@@ -1,0 +1,1 @@
+"""Deploy targets: files (dry run), a Kubernetes cluster, or a local process / Docker."""

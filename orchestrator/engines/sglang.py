@@ -1,0 +1,163 @@
+"""SGLang: `python3 -m sglang.launch_server --model-path MODEL ... --speculative-*`.
+
+Flags follow sglang `server_args.py` (shared/reference/sglang_trtllm.md A1, A5) and are checked
+against sglang 0.5.23's `prepare_server_args` in tests/conformance. SGLang wants steps, topk and
+draft tokens either all unset or all set (A2), so specdeploy always sets all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Final
+
+from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.profile.schema import EngineName
+
+#: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
+#: name for native MTP layers (rewritten to EAGLE internally, with the target as draft).
+ALGORITHM: Final[Mapping[str, str]] = {
+    "draft_model": "STANDALONE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+    "ngram": "NGRAM",
+}
+#: --kv-cache-dtype spelling; float16 has no SGLang spelling (server_args choices).
+KV_DTYPE: Final[Mapping[str, str]] = {
+    "auto": "auto",
+    "bfloat16": "bfloat16",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
+
+
+class SglangEngine:
+    """Renders `sglang.launch_server` for the pinned SGLang release."""
+
+    name: ClassVar[EngineName] = "sglang"
+    managed_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--model-path",
+            "--model",
+            "--host",
+            "--port",
+            "--served-model-name",
+            "--tp-size",
+            "--tensor-parallel-size",
+            "--pp-size",
+            "--context-length",
+            "--max-running-requests",
+            "--mem-fraction-static",
+            "--kv-cache-dtype",
+            "--dtype",
+            "--revision",
+            "--quantization",
+            "--trust-remote-code",
+            "--speculative-algorithm",
+            "--speculative-draft-model-path",
+            "--speculative-draft-model",
+            "--speculative-draft-model-revision",
+            "--speculative-num-steps",
+            "--speculative-eagle-topk",
+            "--speculative-num-draft-tokens",
+            "--cuda-graph-max-bs",
+            "--cuda-graph-max-bs-decode",
+            "--disable-overlap-schedule",
+            "--enable-metrics",
+        }
+    )
+
+    def speculative_flags(self) -> frozenset[str]:
+        return frozenset(f for f in self.managed_flags if f.startswith("--speculative-"))
+
+    def launch(self, spec: LaunchSpec) -> EngineLaunch:
+        profile = spec.profile
+        serving, hardware, tuning = profile.serving, profile.hardware, profile.sglang
+        fraction = spec.memory_fraction
+        if tuning is not None and tuning.mem_fraction_static is not None:
+            fraction = tuning.mem_fraction_static
+        argv = ["python3", "-m", "sglang.launch_server", "--model-path", spec.target_model]
+        argv += ["--host", spec.host, "--port", str(serving.port)]
+        argv += ["--served-model-name", spec.served_model_name]
+        argv += ["--tp-size", str(hardware.tensor_parallel_size)]
+        if hardware.pipeline_parallel_size > 1:
+            argv += ["--pp-size", str(hardware.pipeline_parallel_size)]
+        argv += ["--context-length", str(serving.max_model_len)]
+        argv += ["--max-running-requests", str(serving.max_concurrency)]
+        argv += ["--mem-fraction-static", _fraction(fraction)]
+        if serving.kv_cache_dtype != "auto":
+            argv += ["--kv-cache-dtype", KV_DTYPE.get(serving.kv_cache_dtype, "auto")]
+        argv += ["--dtype", profile.target.dtype]
+        argv += _optional("--revision", profile.target.revision)
+        argv += _optional("--quantization", profile.target.quantization)
+        if profile.target.trust_remote_code:
+            argv.append("--trust-remote-code")
+        if hardware.device == "cpu":
+            argv += ["--device", "cpu"]
+        argv.append("--enable-metrics")  # Prometheus /metrics, incl. spec_accept_length (Part C)
+        if spec.speculative:
+            argv += _speculative_args(spec)
+        if tuning is not None and tuning.cuda_graph_max_bs is not None:
+            flag = "--cuda-graph-max-bs"
+            if spec.release.has("cuda-graph-max-bs-decode"):
+                flag = "--cuda-graph-max-bs-decode"  # --cuda-graph-max-bs became an alias
+            argv += [flag, str(tuning.cuda_graph_max_bs)]
+        if needs_overlap_disabled(spec):
+            argv.append("--disable-overlap-schedule")
+        argv += list(serving.extra_args)
+        return EngineLaunch(
+            engine=self.name,
+            version=spec.release.version,
+            image=profile.engine.image or spec.release.image,
+            argv=tuple(argv),
+            port=serving.port,
+            # /health answers 503 while starting; /health_generate runs a 1-token generation (A5).
+            health_path="/health",
+            ready_path="/health_generate",
+            metrics_path="/metrics",
+        )
+
+
+def draft_token_count(spec: LaunchSpec) -> int:
+    """Tokens verified per step: steps + 1 for a chain (topk 1), else the configured tree size."""
+    tuning = spec.profile.sglang
+    steps = spec.profile.proposer.num_speculative_tokens
+    if tuning is not None and tuning.num_draft_tokens is not None:
+        return tuning.num_draft_tokens
+    return steps + 1
+
+
+def needs_overlap_disabled(spec: LaunchSpec) -> bool:
+    """The overlap scheduler supports only topk 1 chains; SGLang's docs also disable it for NGRAM
+    (sglang_trtllm.md A3). A user may always ask for it."""
+    tuning = spec.profile.sglang
+    if tuning is not None and tuning.disable_overlap_schedule:
+        return True
+    return spec.method == "ngram"
+
+
+def _speculative_args(spec: LaunchSpec) -> list[str]:
+    proposer = spec.profile.proposer
+    tuning = spec.profile.sglang
+    topk = tuning.eagle_topk if tuning is not None else 1
+    args = ["--speculative-algorithm", ALGORITHM[proposer.method]]
+    draft = spec.target_model if proposer.method == "mtp" else spec.draft_model
+    if draft is not None:
+        args += ["--speculative-draft-model-path", draft]
+    args += _optional("--speculative-draft-model-revision", proposer.revision)
+    if proposer.method == "ngram":
+        # NGRAM derives topk from its BFS breadth and steps from the draft tokens (A2).
+        return [*args, "--speculative-num-draft-tokens", str(draft_token_count(spec))]
+    args += ["--speculative-num-steps", str(proposer.num_speculative_tokens)]
+    args += ["--speculative-eagle-topk", str(topk)]
+    args += ["--speculative-num-draft-tokens", str(draft_token_count(spec))]
+    return args
+
+
+def _optional(flag: str, value: str | None) -> list[str]:
+    return [] if value is None else [flag, value]
+
+
+def _fraction(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")

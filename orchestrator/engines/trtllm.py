@@ -1,0 +1,209 @@
+"""TensorRT-LLM: `trtllm-serve MODEL --config <yaml>` with the LLM-API options in a YAML file.
+
+The YAML is dumped from the typed models below (extra keys forbidden), not templated. Field names
+follow `tensorrt_llm/llmapi/llm_args.py` (TorchLlmArgs, DecodingBaseConfig and subclasses; read at
+1.0-era commit of NVIDIA/TensorRT-LLM and the 1.2/newest versions in sglang_trtllm.md B2-B5).
+TensorRT-LLM cannot be installed on CPU-only machines, so these models are its referee.
+
+Parallelism and limits are written both as trtllm-serve flags and in the YAML with the same
+values: 1.2-era trtllm-serve lets the YAML override flags, newer releases the reverse (B1), so
+identical values keep the launch correct under either precedence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Final, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.profile.schema import EngineName
+
+CONFIG_FILE: Final = "extra-llm-api-config.yaml"
+
+#: specdeploy method -> speculative_config.decoding_type (DecodingBaseConfig.from_dict keys).
+DECODING_TYPE: Final[Mapping[str, str]] = {
+    "eagle3": "Eagle3",
+    "mtp": "MTP",
+    "ngram": "NGram",
+    "draft_model": "DraftTarget",
+}
+#: kv_cache_config.dtype spelling (KvCacheConfig.dtype: auto | fp8 | torch dtype names).
+KV_DTYPE: Final[Mapping[str, str]] = {
+    "auto": "auto",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+}
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpeculativeConfig(_Options):
+    """`speculative_config`: a union keyed by decoding_type (B2/B3)."""
+
+    decoding_type: Literal["Eagle", "Eagle3", "MTP", "NGram", "DraftTarget"]
+    max_draft_len: int | None = None
+    speculative_model_dir: str | None = None
+    """Draft/head path; `speculative_model` is the newer alias, `_dir` is accepted by every release."""
+    num_nextn_predict_layers: int | None = None
+    """MTP depth on releases before max_draft_len drove MTP (<= 1.2)."""
+    max_matching_ngram_size: int | None = None
+    is_keep_all: bool | None = None
+    is_use_oldest: bool | None = None
+
+
+class KvCacheConfig(_Options):
+    free_gpu_memory_fraction: float
+    """Share of the memory left after weights that the KV cache takes (not of total memory)."""
+    dtype: str | None = None
+
+
+class CudaGraphConfig(_Options):
+    max_batch_size: int
+    enable_padding: bool = True
+
+
+class LlmApiOptions(_Options):
+    """The subset of TorchLlmArgs that specdeploy writes."""
+
+    backend: Literal["pytorch"] = "pytorch"
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_batch_size: int
+    max_seq_len: int
+    max_num_tokens: int | None = None
+    kv_cache_config: KvCacheConfig
+    cuda_graph_config: CudaGraphConfig | None = None
+    disable_overlap_scheduler: bool | None = None
+    enable_iter_perf_stats: bool | None = None
+    trust_remote_code: bool | None = None
+    speculative_config: SpeculativeConfig | None = None
+
+
+class TrtllmEngine:
+    """Renders `trtllm-serve` plus its LLM-API options YAML for the pinned release."""
+
+    name: ClassVar[EngineName] = "trtllm"
+    managed_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--host",
+            "--port",
+            "--backend",
+            "--tp_size",
+            "--tensor_parallel_size",
+            "--pp_size",
+            "--max_batch_size",
+            "--max_seq_len",
+            "--max_num_tokens",
+            "--kv_cache_free_gpu_memory_fraction",
+            "--free_gpu_memory_fraction",
+            "--config",
+            "--extra_llm_api_options",
+            "--revision",
+            "--trust_remote_code",
+        }
+    )
+
+    def speculative_flags(self) -> frozenset[str]:
+        return frozenset({"speculative_config"})
+
+    def launch(self, spec: LaunchSpec) -> EngineLaunch:
+        profile = spec.profile
+        options = build_options(spec)
+        config_flag = "--config" if spec.release.has("config-flag") else "--extra_llm_api_options"
+        argv = ["trtllm-serve", spec.target_model, "--host", spec.host]
+        argv += ["--port", str(profile.serving.port), "--backend", "pytorch"]
+        argv += ["--tp_size", str(options.tensor_parallel_size)]
+        argv += ["--pp_size", str(options.pipeline_parallel_size)]
+        argv += ["--max_batch_size", str(options.max_batch_size)]
+        argv += ["--max_seq_len", str(options.max_seq_len)]
+        argv += [
+            "--kv_cache_free_gpu_memory_fraction",
+            str(options.kv_cache_config.free_gpu_memory_fraction),
+        ]
+        if profile.target.revision is not None:
+            argv += ["--revision", profile.target.revision]
+        if profile.target.trust_remote_code:
+            argv.append("--trust_remote_code")
+        argv += [config_flag, f"{spec.config_dir}/{CONFIG_FILE}"]
+        argv += list(profile.serving.extra_args)
+        dumped = options.model_dump(mode="json", exclude_none=True)
+        return EngineLaunch(
+            engine=self.name,
+            version=spec.release.version,
+            image=profile.engine.image or spec.release.image,
+            argv=tuple(argv),
+            port=profile.serving.port,
+            # /health: server up; /health_generate: a 1-token generation succeeded (B5).
+            health_path="/health",
+            ready_path="/health_generate",
+            metrics_path="/metrics",
+            config_files={CONFIG_FILE: yaml.safe_dump(dumped, sort_keys=True)},
+            config_dir=spec.config_dir,
+        )
+
+
+def build_options(spec: LaunchSpec) -> LlmApiOptions:
+    """The typed LLM-API options for this launch."""
+    profile = spec.profile
+    tuning = profile.trtllm
+    fraction = spec.memory_fraction
+    if tuning is not None and tuning.free_gpu_memory_fraction is not None:
+        fraction = tuning.free_gpu_memory_fraction
+    max_batch = profile.serving.max_concurrency
+    if tuning is not None and tuning.max_batch_size is not None:
+        max_batch = tuning.max_batch_size
+    graph = None
+    if tuning is not None and tuning.cuda_graph_max_batch_size is not None:
+        graph = CudaGraphConfig(max_batch_size=tuning.cuda_graph_max_batch_size)
+    kv_dtype = profile.serving.kv_cache_dtype
+    return LlmApiOptions(
+        tensor_parallel_size=profile.hardware.tensor_parallel_size,
+        pipeline_parallel_size=profile.hardware.pipeline_parallel_size,
+        max_batch_size=max_batch,
+        max_seq_len=profile.serving.max_model_len,
+        max_num_tokens=tuning.max_num_tokens if tuning is not None else None,
+        kv_cache_config=KvCacheConfig(
+            free_gpu_memory_fraction=round(fraction, 3),
+            dtype=None if kv_dtype == "auto" else KV_DTYPE.get(kv_dtype, "auto"),
+        ),
+        cuda_graph_config=graph,
+        disable_overlap_scheduler=_overlap_disabled(spec),
+        enable_iter_perf_stats=tuning.enable_iter_perf_stats if tuning is not None else True,
+        trust_remote_code=True if profile.target.trust_remote_code else None,
+        speculative_config=_speculative_config(spec) if spec.speculative else None,
+    )
+
+
+def _speculative_config(spec: LaunchSpec) -> SpeculativeConfig:
+    proposer = spec.profile.proposer
+    k = proposer.num_speculative_tokens
+    decoding = DECODING_TYPE.get(proposer.method, "Eagle3")
+    if decoding == "Eagle3" and not spec.release.has("eagle3-decoding-type"):
+        decoding = "Eagle"  # 1.0-era from_dict knows "Eagle" only; EAGLE-3 via the PyTorch flow
+    if decoding == "MTP" and spec.release.has("mtp-nextn-field"):
+        return SpeculativeConfig(decoding_type="MTP", num_nextn_predict_layers=k)
+    ngram = proposer.ngram
+    return SpeculativeConfig(
+        decoding_type=decoding,
+        max_draft_len=k,
+        speculative_model_dir=spec.draft_model,
+        max_matching_ngram_size=ngram.max_window if ngram is not None else None,
+    )
+
+
+def _overlap_disabled(spec: LaunchSpec) -> bool | None:
+    """NGram runs its drafter outside the engine loop and does not support the overlap scheduler;
+    draft/target did not on <= 1.2 either (B4). Otherwise leave the engine default."""
+    tuning = spec.profile.trtllm
+    if tuning is not None and tuning.disable_overlap_scheduler is not None:
+        return tuning.disable_overlap_scheduler
+    if spec.method in ("ngram", "draft_model"):
+        return True
+    return None

@@ -1,0 +1,150 @@
+"""vLLM: `vllm serve MODEL ... --speculative-config '<json>'` (V1 engine, vLLM >= 0.10).
+
+Flag names and speculative-config keys follow vLLM's `EngineArgs` / `SpeculativeConfig`
+(shared/reference/vllm.md §1, §7), checked against vLLM 0.32.0's own parser in tests/conformance.
+`method` is always explicit: vLLM otherwise guesses it from the draft's repository name (§2.2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.profile.schema import EngineName
+
+#: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
+_METHOD: Final[Mapping[str, str]] = {
+    "draft_model": "draft_model",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "mtp": "mtp",
+    "ngram": "ngram",
+}
+#: Before vLLM 0.11 MTP was spelled per model family (vllm.md §2.1: deprecated aliases).
+_MTP_ALIAS_BY_MODEL_TYPE: Final[Mapping[str, str]] = {
+    "deepseek_v3": "deepseek_mtp",
+    "mimo": "mimo_mtp",
+    "glm4_moe": "glm4_moe_mtp",
+    "ernie4_5_moe": "ernie_mtp",
+    "qwen3_next": "qwen3_next_mtp",
+}
+#: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
+_KV_DTYPE: Final[Mapping[str, str]] = {
+    "auto": "auto",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
+
+
+class VllmEngine:
+    """Renders `vllm serve` for the pinned vLLM release."""
+
+    name: ClassVar[EngineName] = "vllm"
+    managed_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--host",
+            "--port",
+            "--served-model-name",
+            "--tensor-parallel-size",
+            "-tp",
+            "--pipeline-parallel-size",
+            "-pp",
+            "--max-model-len",
+            "--max-num-seqs",
+            "--gpu-memory-utilization",
+            "--kv-cache-dtype",
+            "--dtype",
+            "--revision",
+            "--quantization",
+            "-q",
+            "--trust-remote-code",
+            "--speculative-config",
+            "-sc",
+            "--spec-method",
+            "--spec-model",
+            "--spec-tokens",
+            "--enforce-eager",
+            "--max-num-batched-tokens",
+            "--model",
+        }
+    )
+
+    def speculative_flags(self) -> frozenset[str]:
+        return frozenset({"--speculative-config"})
+
+    def launch(self, spec: LaunchSpec) -> EngineLaunch:
+        profile = spec.profile
+        serving, hardware = profile.serving, profile.hardware
+        argv: list[str] = ["vllm", "serve", spec.target_model]
+        argv += ["--host", spec.host, "--port", str(serving.port)]
+        argv += ["--served-model-name", spec.served_model_name]
+        argv += ["--tensor-parallel-size", str(hardware.tensor_parallel_size)]
+        argv += ["--pipeline-parallel-size", str(hardware.pipeline_parallel_size)]
+        argv += ["--max-model-len", str(serving.max_model_len)]
+        argv += ["--max-num-seqs", str(serving.max_concurrency)]
+        argv += ["--gpu-memory-utilization", _fraction(spec.memory_fraction)]
+        argv += ["--kv-cache-dtype", _KV_DTYPE[serving.kv_cache_dtype]]
+        argv += ["--dtype", profile.target.dtype]
+        argv += _optional("--revision", profile.target.revision)
+        argv += _optional("--quantization", profile.target.quantization)
+        if profile.target.trust_remote_code:
+            argv.append("--trust-remote-code")
+        tuning = profile.vllm
+        if tuning is not None and tuning.enforce_eager:
+            argv.append("--enforce-eager")
+        if tuning is not None and tuning.max_num_batched_tokens is not None:
+            argv += ["--max-num-batched-tokens", str(tuning.max_num_batched_tokens)]
+        if spec.speculative:
+            argv += ["--speculative-config", json.dumps(_speculative_config(spec), sort_keys=True)]
+        argv += list(serving.extra_args)
+        env: dict[str, str] = {}
+        if hardware.device == "cpu" and tuning is not None and tuning.cpu_kvcache_space_gib:
+            # vLLM's CPU backend sizes its KV cache from this variable (GiB), not from
+            # --gpu-memory-utilization (docs: getting_started/installation/cpu).
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(tuning.cpu_kvcache_space_gib)
+        return EngineLaunch(
+            engine=self.name,
+            version=spec.release.version,
+            image=profile.engine.image or spec.release.image,
+            argv=tuple(argv),
+            port=serving.port,
+            # /health is 200 once the engine is up (503 while draining); vllm.md §7.
+            health_path="/health",
+            ready_path="/health",
+            metrics_path="/metrics",
+            env=env,
+        )
+
+
+def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
+    proposer = spec.profile.proposer
+    method = _METHOD[proposer.method]
+    if method == "mtp" and not spec.release.has("mtp-unified-method"):
+        method = _MTP_ALIAS_BY_MODEL_TYPE.get(spec.target_model_type or "", "deepseek_mtp")
+    config: dict[str, Any] = {
+        "method": method,
+        "num_speculative_tokens": proposer.num_speculative_tokens,
+    }
+    if spec.draft_model is not None:
+        config["model"] = spec.draft_model
+    if proposer.revision is not None:
+        config["revision"] = proposer.revision
+    if proposer.draft_tensor_parallel_size is not None:
+        config["draft_tensor_parallel_size"] = proposer.draft_tensor_parallel_size
+    if proposer.method == "ngram" and proposer.ngram is not None:
+        config["prompt_lookup_min"] = proposer.ngram.min_window
+        config["prompt_lookup_max"] = proposer.ngram.max_window
+    return config
+
+
+def _optional(flag: str, value: str | None) -> list[str]:
+    return [] if value is None else [flag, value]
+
+
+def _fraction(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")

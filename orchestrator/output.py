@@ -1,0 +1,58 @@
+"""How results look to users: the validate/plan JSON document (DESIGN.md §4) and the text report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.compatibility.rule import Finding
+from orchestrator.pipeline import DeploymentPlan
+
+
+def plan_document(plan: DeploymentPlan, *, strict: bool = False) -> dict[str, Any]:
+    """The JSON document `validate --format json` prints for one profile."""
+    memory = plan.memory
+    as_json = getattr(memory, "as_json", None)
+    return {
+        "profile": str(plan.profile_path),
+        "ok": plan.ok(strict=strict),
+        "exit_code": plan.exit_code(strict=strict),
+        "engine": _engine(plan),
+        "findings": [f.as_json() for f in plan.findings],
+        "memory": as_json() if callable(as_json) else None,
+    }
+
+
+def _engine(plan: DeploymentPlan) -> dict[str, Any] | None:
+    if plan.release is None:
+        return None
+    return {
+        "name": plan.release.engine,
+        "version": plan.release.version,
+        "rules_version": plan.release.rules_version,
+        "image": plan.profile.engine.image
+        if plan.profile and plan.profile.engine.image
+        else plan.release.image,
+    }
+
+
+def text_report(plan: DeploymentPlan, *, strict: bool = False) -> str:
+    """A readable report: a status line, then each finding with what / why / fix."""
+    counts = {
+        s: sum(1 for f in plan.findings if f.severity == s) for s in ("error", "warning", "info")
+    }
+    summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
+    status = "ok" if plan.ok(strict=strict) else "not deployable"
+    lines = [f"{plan.profile_path}: {status}" + (f" ({summary})" if summary else "")]
+    lines += [_finding_text(f) for f in plan.findings]
+    return "\n".join(lines)
+
+
+def _finding_text(finding: Finding) -> str:
+    return "\n".join(
+        [
+            f"  {finding.severity} {finding.rule}",
+            f"    what: {finding.what}",
+            f"    why:  {finding.why}",
+            f"    fix:  {finding.fix}",
+        ]
+    )
