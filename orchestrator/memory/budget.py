@@ -1,0 +1,312 @@
+"""The per-GPU memory budget: weights, KV cache and overheads, with and without speculation.
+
+`estimate_memory` itemises what the heaviest GPU holds; `engine_memory_fraction` translates the
+profile's `serving.gpu_memory_fraction` into the engine's own knob so the budget is the same
+whichever engine serves it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.memory import kv
+from orchestrator.memory.gpus import GIB, Gpu, find_gpu
+from orchestrator.memory.overheads import Overheads, engine_overheads
+from orchestrator.memory.suggest import smallest_changes
+from orchestrator.memory.weights import (
+    draft_model_weight_bytes,
+    eagle_head_weight_bytes,
+    mtp_weight_bytes,
+    target_weight_bytes,
+)
+from orchestrator.profile.schema import Profile
+
+#: Each engine's memory knob, as rendered.
+ENGINE_KNOBS: Final = {
+    "vllm": "gpu_memory_utilization",
+    "sglang": "mem_fraction_static",
+    "trtllm": "kv_cache_config.free_gpu_memory_fraction",
+}
+#: SGLang's own mem_fraction_static for a GPU it cannot size (sglang server_args fallback 0.88;
+#: sglang_trtllm.md A5); used as a ceiling when no estimate exists.
+SGLANG_UNKNOWN_GPU_FRACTION: Final = 0.88
+#: Smallest fraction rendered; a smaller translated value means the plan does not fit anyway.
+MIN_ENGINE_FRACTION: Final = 0.01
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One profile change and what the budget looks like after it."""
+
+    change: str
+    max_concurrency: int
+    kv_cache_gib: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "change": self.change,
+            "max_concurrency": self.max_concurrency,
+            "kv_cache_gib": round(self.kv_cache_gib, 2),
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What the heaviest GPU of one replica holds, itemised. Sizes in GiB, KV in bytes/tokens."""
+
+    gpu: str
+    gpu_memory_gib: float
+    gpu_usable_gib: float
+    gpu_memory_fraction: float
+    budget_gib: float
+    engine: str
+    engine_fraction: float
+    target_weights_gib: float
+    draft_weights_gib: float
+    overheads: Overheads
+    kv_cache_gib: float
+    target_kv_bytes_per_token: int
+    draft_kv_bytes_per_token: int
+    kv_fixed_bytes_per_sequence: int
+    kv_tokens: int
+    max_model_len: int
+    requested_concurrency: int
+    max_concurrency: int
+    baseline_kv_cache_gib: float
+    baseline_kv_tokens: int
+    baseline_max_concurrency: int
+    one_sequence_fits: bool
+    method: str
+    tensor_parallel_size: int
+    draft_tensor_parallel_size: int | None
+    heaviest_rank: str
+    notes: tuple[str, ...] = ()
+    suggestions: tuple[Suggestion, ...] = field(default=())
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.target_kv_bytes_per_token + self.draft_kv_bytes_per_token
+
+    @property
+    def overhead_gib(self) -> float:
+        return self.overheads.total_gib
+
+    @property
+    def fits(self) -> bool:
+        return self.one_sequence_fits and self.max_concurrency >= self.requested_concurrency
+
+    @property
+    def needed_gib(self) -> float:
+        """Weights + overheads + KV for `requested_concurrency` sequences of max_model_len."""
+        per_seq = kv.sequence_bytes(
+            self.kv_bytes_per_token, self.kv_fixed_bytes_per_sequence, self.max_model_len
+        )
+        fixed = self.target_weights_gib + self.draft_weights_gib + self.overhead_gib
+        return fixed + per_seq * self.requested_concurrency / GIB
+
+    @property
+    def engine_knob(self) -> str:
+        return ENGINE_KNOBS[self.engine]
+
+    def as_json(self) -> dict[str, Any]:
+        """DESIGN.md §4 `memory` block, extended with the itemisation."""
+        o = self.overheads
+        return {
+            "gpu": self.gpu,
+            "gpu_memory_gib": _r(self.gpu_memory_gib),
+            "gpu_usable_gib": _r(self.gpu_usable_gib),
+            "gpu_memory_fraction": self.gpu_memory_fraction,
+            "budget_gib": _r(self.budget_gib),
+            "engine_knob": self.engine_knob,
+            "engine_fraction": self.engine_fraction,
+            "target_weights_gib": _r(self.target_weights_gib),
+            "draft_weights_gib": _r(self.draft_weights_gib),
+            "overhead_gib": _r(self.overhead_gib),
+            "activation_gib": _r(o.activation_gib),
+            "cuda_graph_gib": _r(o.cuda_graph_gib),
+            "non_torch_gib": _r(o.non_torch_gib + o.nccl_gib),
+            "kv_cache_gib": _r(self.kv_cache_gib),
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "target_kv_bytes_per_token": self.target_kv_bytes_per_token,
+            "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
+            "kv_fixed_bytes_per_sequence": self.kv_fixed_bytes_per_sequence,
+            "kv_tokens": self.kv_tokens,
+            "baseline_kv_tokens": self.baseline_kv_tokens,
+            "max_model_len": self.max_model_len,
+            "requested_concurrency": self.requested_concurrency,
+            "max_concurrency": self.max_concurrency,
+            "baseline_max_concurrency": self.baseline_max_concurrency,
+            "one_sequence_fits": self.one_sequence_fits,
+            "fits": self.fits,
+            "needed_gib": _r(self.needed_gib),
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "draft_tensor_parallel_size": self.draft_tensor_parallel_size,
+            "heaviest_rank": self.heaviest_rank,
+            "notes": list(self.notes),
+            "suggestions": [s.as_json() for s in self.suggestions],
+        }
+
+
+def estimate_memory(
+    profile: Profile, target: CheckpointInfo | None, draft: CheckpointInfo | None
+) -> MemoryEstimate | None:
+    """The itemised per-GPU estimate, or None when it cannot be made (see `unavailable_reason`).
+
+    Raises ProfileError when `hardware.gpu` is not in the catalog.
+    """
+    if unavailable_reason(profile, target) is not None or target is None:
+        return None
+    gpu = find_gpu(profile.hardware.gpu or "")
+    estimate = _estimate(profile, target, draft, gpu)
+    if estimate is None or estimate.fits:
+        return estimate
+    found = smallest_changes(profile, target, draft, gpu, _estimate)
+    return replace(estimate, suggestions=tuple(Suggestion(*s) for s in found))
+
+
+def unavailable_reason(profile: Profile, target: CheckpointInfo | None) -> str | None:
+    """Why no budget can be estimated for this profile, or None when it can."""
+    if profile.hardware.device == "cpu":
+        return (
+            "hardware.device is cpu: the engine runs in host memory, which specdeploy does not size"
+        )
+    if target is None:
+        return f"the metadata of target.model {profile.target.model!r} was not resolved"
+    missing = [
+        name
+        for name in ("num_hidden_layers", "hidden_size", "num_attention_heads")
+        if getattr(target, name) is None
+    ]
+    if missing:
+        return f"config.json of {target.ref!r} does not give {', '.join(missing)}"
+    if target_weight_bytes(profile, target) is None:
+        return f"neither the weight index nor config.json of {target.ref!r} gives the model's size"
+    return None
+
+
+def engine_memory_fraction(profile: Profile, estimate: MemoryEstimate | None) -> float:
+    """`serving.gpu_memory_fraction` in the engine's own knob and semantics, rounded down to 3
+    decimals so rendering is deterministic.
+
+    vLLM `gpu_memory_utilization` is a share of total memory covering weights, activations, KV and
+    (since v0.21) CUDA graphs: the profile's fraction, minus the graphs' share on older releases
+    that capture them outside it. SGLang `mem_fraction_static` covers weights + KV only
+    (activations and graphs live outside it). TensorRT-LLM `free_gpu_memory_fraction` is the share
+    of memory still free after weights and the warm-up that goes to KV.
+    Without an estimate: vLLM and TensorRT-LLM get the profile's fraction (TensorRT-LLM's own
+    default is 0.9 of free memory), SGLang at most its own unknown-GPU default 0.88.
+    """
+    fraction = profile.serving.gpu_memory_fraction
+    engine = profile.engine.name
+    if estimate is None:
+        value = min(fraction, SGLANG_UNKNOWN_GPU_FRACTION) if engine == "sglang" else fraction
+        return _round_down(value)
+    return _translate(engine, estimate.gpu_usable_gib, fraction, estimate)
+
+
+def _translate(engine: str, usable: float, fraction: float, e: MemoryEstimate) -> float:
+    o = e.overheads
+    if engine == "vllm":
+        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
+        return _round_down(fraction - outside / usable)
+    if engine == "sglang":
+        return _round_down(fraction - o.total_gib / usable)
+    weights = e.target_weights_gib + e.draft_weights_gib
+    free_after_warmup = usable - weights - o.activation_gib - o.non_torch_gib - o.nccl_gib
+    if free_after_warmup <= 0:
+        return MIN_ENGINE_FRACTION
+    return _round_down(e.kv_cache_gib / free_after_warmup)
+
+
+def _estimate(
+    profile: Profile, target: CheckpointInfo, draft: CheckpointInfo | None, gpu: Gpu
+) -> MemoryEstimate | None:
+    """The estimate without suggestions (suggest.py calls this for each candidate change)."""
+    tp, pp = profile.hardware.tensor_parallel_size, profile.hardware.pipeline_parallel_size
+    target_bytes = target_weight_bytes(profile, target)
+    if target_bytes is None:
+        return None
+    notes: list[str] = []
+    draft_bytes, draft_tp, heaviest = _draft_weights_per_gpu(profile, target, draft, notes)
+    layout = kv.target_layout(profile, target)
+    notes.extend(layout.notes)
+    draft_bpt = kv.draft_bytes_per_token(profile, target, draft, draft_tp)
+    overheads = engine_overheads(profile, target, gpu)
+    usable = gpu.usable_gib
+    budget = usable * profile.serving.gpu_memory_fraction
+    target_gib = target_bytes / (tp * pp) / GIB
+    fixed_gib = target_gib + draft_bytes / GIB + overheads.total_gib
+    kv_gib = budget - fixed_gib
+    baseline_gib = budget - target_gib - overheads.total_gib
+    seq_len = profile.serving.max_model_len
+    with_spec = kv.capacity(kv_gib, layout.bytes_per_token + draft_bpt, layout.fixed, seq_len)
+    base = kv.capacity(baseline_gib, layout.bytes_per_token, layout.fixed, seq_len)
+    estimate = MemoryEstimate(
+        gpu=gpu.name,
+        gpu_memory_gib=gpu.memory_gib,
+        gpu_usable_gib=usable,
+        gpu_memory_fraction=profile.serving.gpu_memory_fraction,
+        budget_gib=budget,
+        engine=profile.engine.name,
+        engine_fraction=0.0,
+        target_weights_gib=target_gib,
+        draft_weights_gib=draft_bytes / GIB,
+        overheads=overheads,
+        kv_cache_gib=kv_gib,
+        target_kv_bytes_per_token=layout.bytes_per_token,
+        draft_kv_bytes_per_token=draft_bpt,
+        kv_fixed_bytes_per_sequence=layout.fixed,
+        kv_tokens=with_spec.tokens,
+        max_model_len=seq_len,
+        requested_concurrency=profile.serving.max_concurrency,
+        max_concurrency=with_spec.sequences,
+        baseline_kv_cache_gib=baseline_gib,
+        baseline_kv_tokens=base.tokens,
+        baseline_max_concurrency=base.sequences,
+        one_sequence_fits=with_spec.sequences >= 1,
+        method=profile.proposer.method,
+        tensor_parallel_size=tp,
+        draft_tensor_parallel_size=draft_tp,
+        heaviest_rank=heaviest,
+        notes=tuple(notes),
+    )
+    fraction = _translate(estimate.engine, usable, estimate.gpu_memory_fraction, estimate)
+    return replace(estimate, engine_fraction=fraction)
+
+
+def _draft_weights_per_gpu(
+    profile: Profile, target: CheckpointInfo, draft: CheckpointInfo | None, notes: list[str]
+) -> tuple[int, int | None, str]:
+    """Draft bytes on the heaviest GPU, the draft's TP, and which rank that is."""
+    method, tp = profile.proposer.method, profile.hardware.tensor_parallel_size
+    if method in ("none", "ngram"):
+        return 0, None, "all ranks alike"
+    if method == "mtp":
+        return mtp_weight_bytes(profile, target) // tp, tp, "all ranks alike"
+    draft_tp = profile.proposer.draft_tensor_parallel_size or tp
+    heaviest = "rank 0 (holds the draft)" if draft_tp < tp else "all ranks alike"
+    if draft is None:
+        notes.append(
+            f"proposer.model {profile.proposer.model!r} was not resolved: draft not counted"
+        )
+        return 0, draft_tp, heaviest
+    if method == "draft_model":
+        total = draft_model_weight_bytes(profile, draft)
+    else:
+        total = eagle_head_weight_bytes(profile, draft, target)
+    if total is None:
+        notes.append(f"the size of {draft.ref!r} is unknown: draft weights not counted")
+        return 0, draft_tp, heaviest
+    return math.ceil(total / draft_tp), draft_tp, heaviest
+
+
+def _round_down(value: float) -> float:
+    clamped = min(1.0, max(MIN_ENGINE_FRACTION, value))
+    return math.floor(round(clamped * 1000, 6)) / 1000
+
+
+def _r(value: float) -> float:
+    return round(value, 2)

@@ -1,0 +1,230 @@
+"""Pure memory formulas: parameter counts, weight bytes and KV-cache bytes per token.
+
+Every constant names its source. Formulas follow shared/reference/catalog.md §A3 and §D, which
+were checked against published checkpoint sizes (Llama-3.1-8B 14.96 GiB, gpt-oss MXFP4 sizes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from orchestrator.checkpoint.info import CheckpointInfo
+
+#: Bytes per element for unquantized weights and KV entries (torch dtypes).
+DTYPE_BYTES: Final[Mapping[str, float]] = {
+    "float32": 4.0,
+    "float": 4.0,
+    "bfloat16": 2.0,
+    "float16": 2.0,
+    "half": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+}
+#: Dtype assumed when neither the profile nor config.json names one (every catalog model is bf16).
+DEFAULT_DTYPE: Final = "bfloat16"
+
+#: Bytes per quantized linear-layer parameter, scales included (catalog.md §D1): fp8 and int8 are
+#: 1 (+ negligible scales; aiconfigurator `fp8`, `sq`), int4 AWQ/GPTQ g128 is 0.5 + fp16 scale and
+#: zero per 128 ≈ 0.52 (KAITO Qwen3-8B-AWQ 5.68 GiB matches), NVFP4 0.5 + fp8 scale per 16 = 0.5625
+#: (aiconfigurator `nvfp4`), MXFP4 0.5 + e8m0 scale per 32 = 0.53125 (gpt-oss repo sizes match).
+QUANT_BYTES_PER_PARAM: Final[Mapping[str, float]] = {
+    "fp8": 1.0,
+    "fbgemm_fp8": 1.0,
+    "modelopt": 1.0,
+    "ptpc_fp8": 1.0,
+    "int8": 1.0,
+    "w8a8": 1.0,
+    "smoothquant": 1.0,
+    "experts_int8": 1.0,
+    "awq": 0.52,
+    "awq_marlin": 0.52,
+    "gptq": 0.52,
+    "gptq_marlin": 0.52,
+    "auto_round": 0.52,
+    "bitsandbytes": 0.52,
+    "nvfp4": 0.5625,
+    "modelopt_fp4": 0.5625,
+    "mxfp4": 0.53125,
+}
+#: Quantization methods that only quantize MoE experts (gpt-oss `modules_to_not_convert` keeps
+#: attention, router, embeddings and lm_head in bf16).
+EXPERTS_ONLY_QUANT: Final = frozenset({"mxfp4", "experts_int8"})
+#: Group size scale overhead added to `quant_bits / 8` when a config states its bit width
+#: (fp16 scale + zero per 128 weights = 4/128 bytes ≈ 0.03; catalog §D1 rounds int4 to 0.52).
+QUANT_SCALE_OVERHEAD: Final = 0.02
+
+#: vLLM KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE = 16); sequences round up to it.
+KV_BLOCK_TOKENS: Final = 16
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameters by kind, so quantization can apply to the kinds it covers."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    experts: int
+    norms: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_mlp
+            + self.experts
+            + self.norms
+        )
+
+    @property
+    def linear(self) -> int:
+        """Parameters in linear layers (what weight quantization usually covers)."""
+        return self.attention + self.dense_mlp + self.experts
+
+
+def param_breakdown(info: CheckpointInfo) -> ParamBreakdown | None:
+    """Parameters of the main model (MTP layers excluded), computed from config.json.
+
+    Dense: `V*H (x2 untied) + L*(attention + 3*H*I + 2*H) + H`; MoE layers replace `3*H*I` by
+    `E*3*H*I_moe + H*E` plus shared experts; MLA attention as in catalog.md §A3. None when the
+    config lacks hidden size, layers, heads or vocabulary.
+    """
+    h, layers, vocab = info.hidden_size, info.num_hidden_layers, info.vocab_size
+    if not (h and layers and vocab and info.num_attention_heads):
+        return None
+    embedding = vocab * h
+    lm_head = 0 if info.tie_word_embeddings else vocab * h
+    moe_layers = _moe_layer_count(info)
+    dense_layers = layers - moe_layers
+    return ParamBreakdown(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=layers * attention_params(info),
+        dense_mlp=dense_layers * 3 * h * (info.intermediate_size or 4 * h),
+        experts=moe_layers * moe_layer_mlp_params(info),
+        norms=layers * 2 * h + h,
+    )
+
+
+def attention_params(info: CheckpointInfo) -> int:
+    """Parameters of one attention block (GQA/MHA, or MLA when kv_lora_rank is set)."""
+    h = info.hidden_size or 0
+    heads = info.num_attention_heads or 0
+    if info.is_mla:
+        nope, rope = info.qk_nope_head_dim or 0, info.qk_rope_head_dim or 0
+        v_dim, kv_lora = info.v_head_dim or 0, info.kv_lora_rank or 0
+        q_lora = info.q_lora_rank
+        q_proj = (
+            h * q_lora + q_lora * heads * (nope + rope) if q_lora else h * heads * (nope + rope)
+        )
+        return q_proj + h * (kv_lora + rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * h
+    head_dim = info.resolved_head_dim or 0
+    kv_heads = info.kv_heads or heads
+    return h * heads * head_dim * 2 + 2 * h * kv_heads * head_dim
+
+
+def moe_layer_mlp_params(info: CheckpointInfo) -> int:
+    """Experts, router and shared experts of one MoE layer."""
+    h, experts = info.hidden_size or 0, info.num_experts or 0
+    expert_size = info.moe_intermediate_size or info.intermediate_size or 0
+    shared = (info.num_shared_experts or 0) * 3 * h * expert_size
+    return experts * 3 * h * expert_size + h * experts + shared
+
+
+def mtp_params(info: CheckpointInfo) -> int:
+    """Parameters vLLM loads for the MTP layers: per layer one decoder layer, the `eh_proj`
+    (2H x H) and its norms, plus its own embedding and shared head (DeepSeek's checkpoint stores
+    them per MTP layer; catalog.md §A3: 11.6 B layer + 1.85 B embedding/head for DeepSeek-V3)."""
+    if info.mtp_layers <= 0 or not info.hidden_size:
+        return 0
+    h, vocab = info.hidden_size, info.vocab_size or 0
+    mlp = moe_layer_mlp_params(info) if info.num_experts else 3 * h * (info.intermediate_size or 0)
+    per_layer = attention_params(info) + mlp + 2 * h * h + 4 * h + 2 * vocab * h
+    return info.mtp_layers * per_layer
+
+
+def bytes_per_param(dtype: str, quantization: str | None, quant_bits: float | None) -> float:
+    """Bytes per quantized (linear-layer) parameter; the plain dtype's when not quantized."""
+    if quantization is None:
+        return DTYPE_BYTES.get(dtype, 2.0)
+    if quantization in QUANT_BYTES_PER_PARAM:
+        return QUANT_BYTES_PER_PARAM[quantization]
+    if quant_bits:
+        return quant_bits / 8 + QUANT_SCALE_OVERHEAD
+    return DTYPE_BYTES.get(dtype, 2.0)
+
+
+def computed_weight_bytes(
+    params: ParamBreakdown, dtype: str, quantization: str | None, quant_bits: float | None
+) -> int:
+    """Weight bytes from parameters: quantized kinds at the quantized size, the rest at dtype."""
+    plain = DTYPE_BYTES.get(dtype, 2.0)
+    quant = bytes_per_param(dtype, quantization, quant_bits)
+    if quantization in EXPERTS_ONLY_QUANT:
+        quantized, rest = params.experts, params.total - params.experts
+    else:
+        quantized, rest = params.linear, params.total - params.linear
+    return math.ceil(quantized * quant + rest * plain)
+
+
+def kv_bytes_per_layer(info: CheckpointInfo, tensor_parallel: int, kv_dtype_bytes: float) -> int:
+    """KV bytes one token costs in one attention layer on one GPU.
+
+    GQA/MHA: `2 * ceil(kv_heads / TP) * head_dim * b` (K and V; heads replicated when TP exceeds
+    them; vLLM kv_cache_interface FullAttentionSpec). MLA: `(kv_lora_rank + qk_rope_head_dim) * b`,
+    one latent per token, not split by TP (vLLM MLAAttentionSpec; catalog.md §D2).
+    """
+    if info.is_mla:
+        return math.ceil(((info.kv_lora_rank or 0) + (info.qk_rope_head_dim or 0)) * kv_dtype_bytes)
+    kv_heads = info.kv_heads or 1
+    per_rank = math.ceil(kv_heads / tensor_parallel)
+    return math.ceil(2 * per_rank * (info.resolved_head_dim or 0) * kv_dtype_bytes)
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """How many layers keep per-token KV (full), a window of it (sliding) or none (linear)."""
+
+    full: int
+    sliding: int
+    linear: int
+    window: int | None
+
+
+def attention_layout(info: CheckpointInfo) -> AttentionLayout:
+    """Layer kinds from `layer_types` (gpt-oss, Qwen3-Next); all full attention otherwise."""
+    layers = info.num_hidden_layers or 0
+    if not info.layer_types:
+        return AttentionLayout(full=layers, sliding=0, linear=0, window=None)
+    kinds = [kind.lower() for kind in info.layer_types]
+    sliding = sum(1 for kind in kinds if "sliding" in kind)
+    full = sum(1 for kind in kinds if kind in ("full_attention", "attention", "global"))
+    linear = len(kinds) - sliding - full
+    return AttentionLayout(full=full, sliding=sliding, linear=linear, window=info.sliding_window)
+
+
+def round_up_to_block(tokens: int) -> int:
+    """Tokens a sequence occupies once rounded up to whole KV blocks."""
+    return math.ceil(tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+
+
+def sliding_tokens_held(window: int | None, seq_len: int) -> int:
+    """Tokens a sliding-window layer keeps for one sequence: the window plus one block
+    (catalog.md §D2), never more than the sequence."""
+    if window is None:
+        return round_up_to_block(seq_len)
+    return min(round_up_to_block(seq_len), round_up_to_block(window) + KV_BLOCK_TOKENS)
+
+
+def _moe_layer_count(info: CheckpointInfo) -> int:
+    """Layers with routed experts: all but the first `first_k_dense_replace` when MoE."""
+    if not info.num_experts:
+        return 0
+    return (info.num_hidden_layers or 0) - (info.first_k_dense_replace or 0)

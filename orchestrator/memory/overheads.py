@@ -1,0 +1,166 @@
+"""Runtime overheads per engine and release: activation peak, CUDA graphs, non-torch, NCCL.
+
+These are estimates with named sources, not measurements; `benchmarks/memory_accuracy.py`
+compares the resulting KV sizes with what engines logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.engines.capabilities import parse_version
+from orchestrator.memory.gpus import GIB, Gpu
+from orchestrator.profile.schema import Profile
+
+# --- activation peak (all engines run a profile / warm-up forward pass at the batch-token cap) ---
+#: Peak activation bytes per profiled token per intermediate (MLP) element on one GPU. Fitted to
+#: vLLM's "PyTorch activation peak memory" for Llama-3.1-8B (I=14336) on an RTX 3090: 2.07 GiB at
+#: 20k and 2.99 GiB at 29k profiled tokens (vllm-project/vllm#10517), after the logits term below.
+ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE: Final = 7.0
+#: The sampler's dummy run holds fp32 logits and probabilities (two copies) for every running
+#: sequence: max_num_seqs x vocab x 4 B x 2 (vLLM gpu_model_runner `_dummy_sampler_run`).
+LOGITS_BYTES_PER_ENTRY: Final = 8
+#: vLLM V1 default max_num_batched_tokens for `vllm serve`: 8192 on GPUs with >= 70 GiB that are
+#: not A100, else 2048 (vllm/engine/arg_utils.py `_set_default_args_v1`, v0.8-v0.10).
+VLLM_V1_BATCHED_TOKENS_LARGE_GPU: Final = 8192
+VLLM_V1_BATCHED_TOKENS_SMALL_GPU: Final = 2048
+VLLM_LARGE_GPU_GIB: Final = 70.0
+#: V1 engine (chunked prefill always on) is the default from v0.8.0; V0 profiled a whole
+#: max_model_len prompt unless chunked prefill was enabled (vllm#8185, #10517 logs).
+VLLM_V1_DEFAULT_FROM: Final = (0, 8, 0)
+#: SGLang chunked_prefill_size default by GPU memory band (sglang server_args; sglang_trtllm.md A5).
+SGLANG_CHUNKED_PREFILL_BY_GIB: Final = ((20, 2048), (35, 2048), (60, 4096), (90, 8192), (160, 8192))
+SGLANG_CHUNKED_PREFILL_LARGEST: Final = 16384
+#: TensorRT-LLM LlmArgs.max_num_tokens default (sglang_trtllm.md B5).
+TRTLLM_MAX_NUM_TOKENS: Final = 8192
+
+# --- CUDA graphs ---
+#: vLLM estimates CUDA-graph memory and subtracts it from the KV budget since v0.21.0
+#: ("CUDA graph memory profiling is enabled (default since v0.21.0)", PR #30515); before, graphs
+#: were captured outside `gpu_memory_utilization` (issue #17549).
+VLLM_GRAPHS_IN_BUDGET_FROM: Final = (0, 21, 0)
+#: Logged estimates for dense models: 0.17 GiB (TP4, club-3090#127), 0.36 GiB (TP2,
+#: gpustack/runner#251), 0.52 GiB (Qwen3-8B TP1, LMCache#3430). MoE models capture far more
+#: (4.7-16.9 GiB per GPU for large MoE at TP8, vllm PR #51590); 2 GiB is a middle value.
+VLLM_CUDA_GRAPH_GIB_DENSE: Final = 0.5
+VLLM_CUDA_GRAPH_GIB_MOE: Final = 2.0
+#: SGLang reserves about 2 MB per captured decode batch size (sglang memory hook; A5), outside
+#: mem_fraction_static; default cuda_graph_max_bs by GPU memory band (same source).
+SGLANG_GRAPH_BYTES_PER_BATCH: Final = 2 * 1024**2
+SGLANG_GRAPH_MAX_BS_BY_GIB: Final = ((20, 8), (35, 48), (60, 32), (90, 256), (160, 256))
+SGLANG_GRAPH_MAX_BS_LARGEST: Final = 512
+#: TensorRT-LLM: ~60 MB per captured graph (TensorRT-LLM PR #3362 review), default
+#: cuda_graph_config.max_batch_size 128 → 8 power-of-two sizes ≈ 0.5 GiB.
+TRTLLM_CUDA_GRAPH_GIB: Final = 0.5
+
+# --- memory outside torch ---
+#: cuBLAS/NCCL/allocator memory outside torch that vLLM counts: 0.35 GiB (RTX 3090, vllm#10517),
+#: 0.33 GiB (RTX 5090, vllm#14452), 0.20-0.25 GiB (vllm PR #14447, issue #13061).
+NON_TORCH_GIB: Final = 0.35
+#: NCCL buffers per GPU when TP > 1: aiconfigurator nccl_mem 342 MiB (TP2) / 392 MiB (TP4, TP8).
+NCCL_GIB_TP2: Final = 342 / 1024
+NCCL_GIB_TP4_AND_UP: Final = 392 / 1024
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Memory one GPU needs besides weights and KV cache, and which of it the engine budgets."""
+
+    activation_gib: float
+    cuda_graph_gib: float
+    non_torch_gib: float
+    nccl_gib: float
+    graphs_in_budget: bool
+    """False when the engine captures CUDA graphs outside its own memory knob (vLLM < 0.21)."""
+    profiled_tokens: int
+
+    @property
+    def total_gib(self) -> float:
+        return self.activation_gib + self.cuda_graph_gib + self.non_torch_gib + self.nccl_gib
+
+
+def engine_overheads(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Overheads:
+    """The overheads of `profile.engine` at its version for this target on this GPU."""
+    tp = profile.hardware.tensor_parallel_size
+    tokens = profiled_tokens(profile, gpu)
+    return Overheads(
+        activation_gib=activation_bytes(target, tokens, tp, profile.serving.max_concurrency) / GIB,
+        cuda_graph_gib=cuda_graph_gib(profile, target, gpu),
+        non_torch_gib=NON_TORCH_GIB,
+        nccl_gib=nccl_gib(tp),
+        graphs_in_budget=_graphs_in_budget(profile),
+        profiled_tokens=tokens,
+    )
+
+
+def activation_bytes(info: CheckpointInfo, tokens: int, tp: int, max_seqs: int) -> float:
+    """Peak activation of the profile run: MLP intermediates per token plus sampler logits."""
+    intermediate = _active_intermediate(info) / tp
+    logits = max_seqs * (info.vocab_size or 0) * LOGITS_BYTES_PER_ENTRY
+    return tokens * intermediate * ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE + logits
+
+
+def profiled_tokens(profile: Profile, gpu: Gpu) -> int:
+    """Tokens in the engine's profiling / warm-up forward pass."""
+    engine = profile.engine.name
+    if engine == "sglang":
+        return _by_memory_band(
+            gpu.memory_gib, SGLANG_CHUNKED_PREFILL_BY_GIB, SGLANG_CHUNKED_PREFILL_LARGEST
+        )
+    if engine == "trtllm":
+        tuned = profile.trtllm.max_num_tokens if profile.trtllm else None
+        return tuned or TRTLLM_MAX_NUM_TOKENS
+    tuned = profile.vllm.max_num_batched_tokens if profile.vllm else None
+    if tuned:
+        return tuned
+    if parse_version(profile.engine.version) < VLLM_V1_DEFAULT_FROM:
+        return max(profile.serving.max_model_len, profile.serving.max_concurrency)
+    large = gpu.memory_gib >= VLLM_LARGE_GPU_GIB and not gpu.name.startswith("A100")
+    return VLLM_V1_BATCHED_TOKENS_LARGE_GPU if large else VLLM_V1_BATCHED_TOKENS_SMALL_GPU
+
+
+def cuda_graph_gib(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> float:
+    """CUDA-graph memory per GPU (0 when the profile disables graphs)."""
+    engine = profile.engine.name
+    if engine == "vllm":
+        if profile.vllm is not None and profile.vllm.enforce_eager:
+            return 0.0
+        return VLLM_CUDA_GRAPH_GIB_MOE if target.num_experts else VLLM_CUDA_GRAPH_GIB_DENSE
+    if engine == "sglang":
+        tuned = profile.sglang.cuda_graph_max_bs if profile.sglang else None
+        max_bs = tuned or _by_memory_band(
+            gpu.memory_gib, SGLANG_GRAPH_MAX_BS_BY_GIB, SGLANG_GRAPH_MAX_BS_LARGEST
+        )
+        return max_bs * SGLANG_GRAPH_BYTES_PER_BATCH / GIB
+    return TRTLLM_CUDA_GRAPH_GIB
+
+
+def _graphs_in_budget(profile: Profile) -> bool:
+    if profile.engine.name != "vllm":
+        return True
+    return parse_version(profile.engine.version) >= VLLM_GRAPHS_IN_BUDGET_FROM
+
+
+def _active_intermediate(info: CheckpointInfo) -> int:
+    if info.num_experts:
+        per_expert = info.moe_intermediate_size or info.intermediate_size or 0
+        active = per_expert * ((info.num_experts_per_tok or 1) + (info.num_shared_experts or 0))
+        dense = (info.intermediate_size or 0) if info.first_k_dense_replace else 0
+        return max(active, dense)
+    return info.intermediate_size or 4 * (info.hidden_size or 0)
+
+
+def nccl_gib(tensor_parallel: int) -> float:
+    """NCCL buffer memory per GPU for a TP group of this size."""
+    if tensor_parallel <= 1:
+        return 0.0
+    return NCCL_GIB_TP2 if tensor_parallel == 2 else NCCL_GIB_TP4_AND_UP
+
+
+def _by_memory_band(gib: float, bands: tuple[tuple[int, int], ...], largest: int) -> int:
+    for upper_gib, value in bands:
+        if gib < upper_gib:
+            return value
+    return largest
