@@ -58,3 +58,5 @@ from orchestrator.cli import core  # noqa: E402
 
 _register(core)
 # --- helper-owned command modules: one import + one _register line each, below this marker ---
+from orchestrator.cli import plan_cmd  # noqa: E402
+_register(plan_cmd)

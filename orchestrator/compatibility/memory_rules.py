@@ -1,0 +1,139 @@
+"""Memory rules: the plan must fit the GPU budget; say what speculation costs and when it stops
+paying. They read `ctx.memory` (a MemoryEstimate, or None when no budget could be estimated)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.errors import ProfileError
+from orchestrator.memory.budget import MemoryEstimate, unavailable_reason
+from orchestrator.memory.gpus import find_gpu
+
+#: Verified tokens per decode step beyond which a step is no longer memory-bound, used when the
+#: GPU's ridge point is unknown (H100 bf16 ridge: 989 TFLOPS / 3.35 TB/s ≈ 295 FLOP/byte).
+DEFAULT_CRITICAL_BATCH_TOKENS: Final = 256
+
+
+def _speculative_with_memory(ctx: CompatContext) -> bool:
+    return ctx.memory is not None and ctx.profile.speculative
+
+
+def _speculative_on_gpu(ctx: CompatContext) -> bool:
+    return ctx.profile.speculative and ctx.profile.hardware.device == "gpu"
+
+
+@rule(
+    "memory.over-budget",
+    source="vLLM gpu_worker.determine_available_memory and kv_cache_utils startup check "
+    "(vllm.md §6.1); vllm-project/vllm#9995 and #8731 (OOMs from draft weights and draft KV)",
+)
+def over_budget(ctx: CompatContext) -> Finding | None:
+    """Weights + overheads + KV for `max_concurrency` sequences of `max_model_len` must fit the
+    per-GPU budget. The engine refuses to start when one sequence does not fit, and queues or
+    preempts requests when fewer than `max_concurrency` fit. Without an estimate (CPU device,
+    unresolved target), says why no budget was checked."""
+    e = ctx.memory
+    if e is None:
+        reason = unavailable_reason(ctx.profile, ctx.target) or "the target's size is unknown"
+        return Finding.info(
+            what=f"no memory budget was checked: {reason}",
+            why="an over-budget plan is only found when the engine starts",
+            fix="resolve the target checkpoint (or run on device: gpu) to get a budget",
+        )
+    if e.fits:
+        return None
+    return Finding.error(what=_over_budget_what(e), why=_over_budget_why(e), fix=_fixes(e))
+
+
+@rule(
+    "memory.speculation-cost",
+    applies=_speculative_with_memory,
+    source="vllm.md §6.2: draft weights load before profiling and draft layers share the KV pool "
+    "(same num_blocks); sglang_trtllm.md Part D",
+)
+def speculation_cost(ctx: CompatContext) -> Finding | None:
+    """Draft weights and draft KV come out of the memory the target's KV cache would use, so
+    speculation can lower how many `max_model_len` sequences fit. Shows both numbers."""
+    e = ctx.memory
+    if e is None or e.max_concurrency >= e.baseline_max_concurrency:
+        return None
+    return Finding.warning(
+        what=(
+            f"speculation lowers the sequences of max_model_len={e.max_model_len} that fit from "
+            f"{e.baseline_max_concurrency} (baseline) to {e.max_concurrency} (draft weights "
+            f"{e.draft_weights_gib:.2f} GiB, draft KV {e.draft_kv_bytes_per_token:,} of "
+            f"{e.kv_bytes_per_token:,} bytes per token)"
+        ),
+        why="under full load the speculative server holds fewer long requests than the baseline",
+        fix="accept the cost, or set serving.kv_cache_dtype: fp8, a shorter serving.max_model_len, "
+        "or a larger hardware.tensor_parallel_size",
+    )
+
+
+@rule(
+    "serving.high-concurrency",
+    applies=_speculative_on_gpu,
+    source="vLLM README (speculative decoding reduces inter-token latency 'under medium-to-low "
+    "QPS'); vLLM dynamic speculative decoding doc ('effective BS becomes BS*K ... beyond a "
+    "critical BS then SD negatively impacts the decode speed'); vllm.md §4",
+)
+def high_concurrency(ctx: CompatContext) -> Finding | None:
+    """Each decode step verifies max_concurrency x (num_speculative_tokens + 1) tokens. Once that
+    passes the GPU's critical batch (its bf16 FLOPs per byte of bandwidth, where decode stops being
+    memory-bound), verification costs more than speculation saves."""
+    profile = ctx.profile
+    k = profile.proposer.num_speculative_tokens
+    verified = profile.serving.max_concurrency * (k + 1)
+    critical = _critical_batch_tokens(profile.hardware.gpu)
+    if verified < critical:
+        return None
+    return Finding.warning(
+        what=(
+            f"serving.max_concurrency={profile.serving.max_concurrency} x "
+            f"(proposer.num_speculative_tokens={k} + 1) = {verified} tokens verified per step, "
+            f"at or above the critical batch of about {critical} tokens on "
+            f"{profile.hardware.gpu}"
+        ),
+        why="at high concurrency decode is compute-bound and speculation usually stops paying",
+        fix="benchmark both arms (`specdeploy bench`, deploy.baseline: true) at your load, or "
+        "lower proposer.num_speculative_tokens",
+    )
+
+
+def _critical_batch_tokens(gpu_name: str | None) -> int:
+    try:
+        gpu = find_gpu(gpu_name or "")
+    except ProfileError:
+        return DEFAULT_CRITICAL_BATCH_TOKENS
+    if gpu.bf16_tflops is None:
+        return DEFAULT_CRITICAL_BATCH_TOKENS
+    return int(gpu.bf16_tflops / gpu.bandwidth_tbps)
+
+
+def _over_budget_what(e: MemoryEstimate) -> str:
+    return (
+        f"the plan needs {e.needed_gib:.1f} GiB per GPU but {e.gpu} allows {e.budget_gib:.1f} GiB "
+        f"(serving.gpu_memory_fraction={e.gpu_memory_fraction:g}): target weights "
+        f"{e.target_weights_gib:.1f} + draft weights {e.draft_weights_gib:.1f} + KV for "
+        f"{e.requested_concurrency} x max_model_len={e.max_model_len} + overhead "
+        f"{e.overhead_gib:.1f}; {e.max_concurrency} sequences fit with speculation, "
+        f"{e.baseline_max_concurrency} without"
+    )
+
+
+def _over_budget_why(e: MemoryEstimate) -> str:
+    if not e.one_sequence_fits:
+        return "the engine refuses to start: one max_model_len sequence does not fit the KV cache"
+    return "fewer than serving.max_concurrency requests can run at full length; the rest queue"
+
+
+def _fixes(e: MemoryEstimate) -> str:
+    if not e.suggestions:
+        return "use a GPU with more memory or fewer, shorter sequences (serving.max_model_len)"
+    return ", or ".join(
+        f"set {s.change} ({s.max_concurrency} sequences fit)" for s in e.suggestions
+    )
+
+
+RULES = (over_budget, speculation_cost, high_concurrency)
