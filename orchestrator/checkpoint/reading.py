@@ -1,0 +1,217 @@
+"""Read a directory of checkpoint metadata files into a `CheckpointInfo`. Pure: files in, facts out.
+
+Parsing `config.json` is kept apart from judging it: this module owns the alias table for field
+names that differ between model families (as vLLM's `getattr_iter` and Kaito's `get_config_attr`
+do) and the nested `text_config` of multimodal wrappers; rules read only typed attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Final
+
+from orchestrator.checkpoint.eagle import eagle_head_info
+from orchestrator.checkpoint.info import CheckpointInfo, CheckpointSource
+from orchestrator.checkpoint.tokenizer import read_tokenizer
+from orchestrator.checkpoint.weights import INDEX_FILE, count_mtp_tensors, read_weight_facts
+
+#: Every file specdeploy reads from a checkpoint; none of them holds weights.
+METADATA_FILES: Final = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    INDEX_FILE,
+    "hf_quant_config.json",
+)
+
+#: CheckpointInfo field -> config.json keys that carry it, first match wins.
+FIELD_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"),
+    "head_dim": ("head_dim",),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_seq_len"),
+    "num_experts": ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"),
+    "num_experts_per_tok": ("num_experts_per_tok", "experts_per_token", "moe_top_k"),
+    "moe_intermediate_size": ("moe_intermediate_size",),
+    "num_shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "first_k_dense_replace": ("first_k_dense_replace",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "q_lora_rank": ("q_lora_rank",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "sliding_window": ("sliding_window",),
+}
+
+#: Keys that declare MTP layers, by family (vllm.md §2.3: DeepSeek/MiMo/GLM/Qwen3-Next use
+#: num_nextn_predict_layers, Qwen3.5 mtp_num_hidden_layers, MiniMax-M3 num_mtp_modules).
+MTP_KEYS: Final = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+# Quantization methods whose bit width is implied by the name.
+_QUANT_BITS: Final[Mapping[str, float]] = {
+    "fp8": 8,
+    "fbgemm_fp8": 8,
+    "mxfp4": 4,
+    "nvfp4": 4,
+    "modelopt_fp4": 4,
+    "bitsandbytes_4bit": 4,
+}
+
+
+def read_checkpoint_dir(
+    path: Path, *, ref: str, source: CheckpointSource, location: str, revision: str | None
+) -> CheckpointInfo:
+    """Read every metadata file present in `path`; absent files are listed in `missing`."""
+    config = _read_json(path / "config.json")
+    missing = [name for name in ("config.json", "tokenizer.json") if not (path / name).is_file()]
+    weights = read_weight_facts(path)
+    if weights is None:
+        missing.append(f"{INDEX_FILE} or *.safetensors")
+    info = info_from_config(
+        config or {}, ref=ref, source=source, location=location, revision=revision
+    )
+    tensor_names = weights.tensor_names if weights else None
+    info = replace(
+        info,
+        tokenizer=read_tokenizer(path),
+        weight_bytes=weights.weight_bytes if weights else None,
+        param_count=weights.param_count if weights else None,
+        mtp_tensor_count=(
+            count_mtp_tensors(weights.tensor_names, info.num_hidden_layers) if weights else None
+        ),
+        eagle=eagle_head_info(config or {}, tensor_names),
+        missing=tuple(missing),
+    )
+    return _with_modelopt_quant(info, _read_json(path / "hf_quant_config.json"))
+
+
+def info_from_config(
+    config: Mapping[str, Any],
+    *,
+    ref: str,
+    source: CheckpointSource,
+    location: str,
+    revision: str | None,
+) -> CheckpointInfo:
+    """The facts `config.json` alone gives (no tokenizer, weights or head analysis)."""
+    text = _text_config(config)
+    rope = _mapping(text.get("rope_scaling"))
+    quant = _mapping(config.get("quantization_config"))
+    info = CheckpointInfo(
+        ref=ref,
+        source=source,
+        location=location,
+        revision=revision,
+        architectures=tuple(str(a) for a in config.get("architectures") or ()),
+        model_type=_str(config.get("model_type")),
+        rope_scaling_factor=_float(rope.get("factor")),
+        original_max_position_embeddings=_int(rope.get("original_max_position_embeddings")),
+        rope_type=_str(rope.get("rope_type") or rope.get("type")),
+        torch_dtype=_str(text.get("torch_dtype") or text.get("dtype")),
+        tie_word_embeddings=_bool(_first(text, ("tie_word_embeddings",), config)),
+        layer_types=_layer_types(text.get("layer_types")),
+        mtp_layers=mtp_layer_count(config),
+        quant_method=_str(quant.get("quant_method")),
+        quant_bits=_quant_bits(quant),
+    )
+    # Aliased integer fields (hidden_size, heads, MoE, MLA, ...), one lookup each.
+    aliased: dict[str, Any] = {name: _int(_first(text, k)) for name, k in FIELD_ALIASES.items()}
+    return replace(info, **aliased)
+
+
+def mtp_layer_count(config: Mapping[str, Any]) -> int:
+    """MTP layers the config declares, looking in the top level, `text_config` and
+    `mtp_config` (Inkling), 0 when none is declared."""
+    for scope in (config, _text_config(config), config.get("mtp_config")):
+        if isinstance(scope, Mapping):
+            value = _int(_first(scope, MTP_KEYS))
+            if value is not None:
+                return max(value, 0)
+    return 0
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Multimodal wrappers keep the language model's fields in `text_config`; speculators-format
+    heads keep the draft layer's in `transformer_layer_config`."""
+    for key in ("text_config", "transformer_layer_config"):
+        nested = config.get(key)
+        if isinstance(nested, Mapping):
+            return {**config, **nested}
+    return config
+
+
+def _first(config: Mapping[str, Any], keys: tuple[str, ...], *more: Mapping[str, Any]) -> Any:
+    for scope in (config, *more):
+        for key in keys:
+            if scope.get(key) is not None:
+                return scope[key]
+    return None
+
+
+def _layer_types(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def _quant_bits(quant: Mapping[str, Any]) -> float | None:
+    for key in ("bits", "weight_bits", "w_bit"):
+        if isinstance(quant.get(key), int | float):
+            return float(quant[key])
+    method = str(quant.get("quant_method", "")).lower()
+    bits = _QUANT_BITS.get(method)
+    return float(bits) if bits is not None else None
+
+
+def _with_modelopt_quant(info: CheckpointInfo, hf_quant: dict[str, Any] | None) -> CheckpointInfo:
+    """NVIDIA ModelOpt checkpoints describe quantization in hf_quant_config.json instead."""
+    if info.quant_method is not None or hf_quant is None:
+        return info
+    section = hf_quant.get("quantization")
+    algo = section.get("quant_algo") if isinstance(section, dict) else None
+    if not isinstance(algo, str):
+        return info
+    method = algo.lower()
+    return replace(info, quant_method=method, quant_bits=_QUANT_BITS.get(method))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,127 @@
+"""Find a model's metadata: local directory, Hugging Face cache, the hub (small files), catalog.
+
+The order is DESIGN.md §3. Each place that was tried and failed is recorded, so an unresolvable
+model becomes an `Unresolved` that says exactly where specdeploy looked and why each place failed.
+`huggingface_hub` is imported only when the cache or hub is consulted (CLI start-up time).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from orchestrator.checkpoint.catalog import catalog_info
+from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
+from orchestrator.checkpoint.reading import METADATA_FILES, read_checkpoint_dir
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+class CheckpointResolver:
+    """Resolves `model` strings from a profile into `CheckpointInfo`, never touching weights."""
+
+    def __init__(self, *, base_dir: Path, offline: bool, hf_cache: Path | None = None) -> None:
+        self.base_dir = base_dir
+        self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "").lower() in _TRUE
+        self.hf_cache = hf_cache
+
+    def resolve(self, field: str, model: str, revision: str | None) -> CheckpointInfo | Unresolved:
+        """Metadata of `model` (the profile's `field`), or what was tried and why it failed."""
+        path = Path(model).expanduser()
+        path = path if path.is_absolute() else self.base_dir / path
+        if path.is_dir():
+            location = str(path.resolve())
+            return read_checkpoint_dir(
+                path, ref=model, source="local", location=location, revision=None
+            )
+        tried: list[str] = []
+        if path.exists() or looks_like_path(model):
+            what = "is a file, not a checkpoint directory" if path.exists() else "does not exist"
+            tried.append(f"local directory: {path} {what}")
+            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
+        if not _REPO_ID.match(model):
+            tried.append(f"hub: {model!r} is neither an existing directory nor a hub id (org/name)")
+            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
+        tried.append(f"local directory: {path} does not exist")
+        for step in (self._from_cache, self._from_hub):
+            found = step(model, revision, tried)
+            if found is not None:
+                return found
+        info = catalog_info(model)
+        if info is not None:
+            return info
+        tried.append(f"built-in catalog: no entry for {model}")
+        return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
+
+    def cache_dir(self) -> Path:
+        """The hub cache: the explicit one, else HF_HUB_CACHE, else HF_HOME/hub (standard layout)."""
+        if self.hf_cache is not None:
+            return self.hf_cache
+        if os.environ.get("HF_HUB_CACHE"):
+            return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+        home = os.environ.get("HF_HOME") or str(Path("~/.cache/huggingface").expanduser())
+        return Path(home).expanduser() / "hub"
+
+    def _from_cache(
+        self, model: str, revision: str | None, tried: list[str]
+    ) -> CheckpointInfo | None:
+        from huggingface_hub import try_to_load_from_cache
+
+        cache = self.cache_dir()
+        found = try_to_load_from_cache(
+            model, "config.json", cache_dir=str(cache), revision=revision
+        )
+        if not isinstance(found, str):
+            at = f" at revision {revision}" if revision else ""
+            tried.append(f"Hugging Face cache {cache}: no config.json for {model}{at}")
+            return None
+        snapshot = Path(found).parent
+        return read_checkpoint_dir(
+            snapshot, ref=model, source="hf-cache", location=str(snapshot), revision=snapshot.name
+        )
+
+    def _from_hub(
+        self, model: str, revision: str | None, tried: list[str]
+    ) -> CheckpointInfo | None:
+        if self.offline:
+            tried.append("hub: skipped (offline: --offline or HF_HUB_OFFLINE=1)")
+            return None
+        try:
+            snapshot = _download_metadata(model, revision, self.cache_dir())
+        except Exception as exc:  # the hub client raises many types; none may crash validation
+            tried.append(f"hub: {type(exc).__name__}: {_first_line(exc)}")
+            return None
+        return read_checkpoint_dir(
+            snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
+        )
+
+
+def looks_like_path(model: str) -> bool:
+    """A string meant as a directory: starts with '.', '/' or '~', or has more than one '/'."""
+    return model.startswith((".", "/", "~")) or model.count("/") > 1
+
+
+def _download_metadata(model: str, revision: str | None, cache: Path) -> Path:
+    """Download the small metadata files (never weights) into the cache; the snapshot dir."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    config = hf_hub_download(model, "config.json", revision=revision, cache_dir=str(cache))
+    snapshot = Path(config).parent
+    for name in METADATA_FILES:
+        if name == "config.json" or (
+            name == "vocab.json" and (snapshot / "tokenizer.json").exists()
+        ):
+            continue
+        try:
+            hf_hub_download(model, name, revision=revision, cache_dir=str(cache))
+        except EntryNotFoundError:
+            continue  # optional file; read_checkpoint_dir records what is missing
+    return snapshot
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else "no message"
