@@ -15,6 +15,7 @@ from orchestrator.errors import ProfileError
 from orchestrator.profile.schema import Profile
 
 Loc = tuple[str | int, ...]
+_SAFE_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,13 @@ def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
         raise ProfileInvalid(file, [ProfileIssue("", 1, 1, "the profile is empty")])
     marks: dict[Loc, tuple[int, int]] = {}
     duplicates: list[ProfileIssue] = []
-    data = _construct(node, (), marks, duplicates)
+    try:
+        data = _construct(node, (), marks, duplicates)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]) from None
     if duplicates:
         raise ProfileInvalid(file, duplicates)
     return data, marks
@@ -101,6 +108,10 @@ def _construct(
     node: yaml.Node, loc: Loc, marks: dict[Loc, tuple[int, int]], dups: list[ProfileIssue]
 ) -> Any:
     marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _SAFE_TAGS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"tag {node.tag!r} is not allowed (safe YAML only)", node.start_mark
+        )
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         first_seen: dict[Any, int] = {}

@@ -1,0 +1,56 @@
+"""Start-up cost of the CLI: a cold `specdeploy validate` of an example profile against a bare
+`python -c "import pydantic, yaml, jinja2, click"`, measured in the same run, reported as a ratio.
+
+Run: python benchmarks/cli_startup.py [--runs N] [--profile PATH]
+Target (issue 2): ratio <= 1.5. Heavy SDKs (kubernetes, docker, huggingface_hub, httpx,
+matplotlib) must be imported only where they are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE = [sys.executable, "-c", "import pydantic, yaml, jinja2, click"]
+HEAVY = ("kubernetes", "docker", "huggingface_hub", "httpx", "matplotlib", "jinja2.compiler")
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--profile", default="profiles/vllm-qwen3-4b-draft.yaml")
+    args = parser.parse_args()
+    command = [sys.executable, "-m", "orchestrator", "validate", args.profile, "--offline"]
+    timed(command), timed(BASELINE)  # warm the OS page cache for both, equally
+    ours, base = [], []
+    for _ in range(args.runs):  # interleave so machine noise hits both alike
+        ours.append(timed(command))
+        base.append(timed(BASELINE))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, runpy; sys.argv=['specdeploy','validate',%r,'--offline'];"
+         "\ntry:\n runpy.run_module('orchestrator', run_name='__main__')\nexcept SystemExit: pass\n"
+         "print(','.join(m for m in %r if m in sys.modules))" % (args.profile, HEAVY)],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )
+    loaded = probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else ""
+    m_ours, m_base = statistics.median(ours), statistics.median(base)
+    print(f"runs per command:            {args.runs}")
+    print(f"bare imports (median):       {m_base * 1000:7.1f} ms")
+    print(f"specdeploy validate (median): {m_ours * 1000:7.1f} ms")
+    print(f"ratio:                       {m_ours / m_base:7.2f}x  (target <= 1.5x)")
+    print(f"heavy modules loaded:        {loaded or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Shared test options, markers, the golden-file fixture and the network guard."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import REPO_ROOT, Golden
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden", action="store_true", help="rewrite tests/golden/** instead of comparing"
+    )
+    parser.addoption(
+        "--run-cluster", action="store_true", help="run tests marked cluster (needs a kube context)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--run-cluster"):
+        skip = pytest.mark.skip(reason="needs --run-cluster (a real Kubernetes context)")
+        for item in items:
+            if "cluster" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    return Golden(
+        REPO_ROOT / "tests" / "golden" / "data", bool(request.config.getoption("--update-golden"))
+    )
+
+
+def _is_local(address: Any) -> bool:
+    if isinstance(address, str):  # AF_UNIX path (e.g. the Docker socket)
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests talk to loopback only; a real cluster test opts out with the `cluster` marker."""
+    if "cluster" in request.keywords:
+        yield
+        return
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        if not _is_local(address):
+            raise OSError(f"network access blocked in tests: {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    yield

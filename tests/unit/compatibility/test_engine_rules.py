@@ -1,0 +1,256 @@
+"""Engine rules: fires / passes / does not apply, for each rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.compatibility.engine_rules import (
+    draft_tensor_parallel_is_accepted,
+    engine_supports_method,
+    engine_version_is_known,
+    extra_args_do_not_override_managed_flags,
+    extra_args_use_no_removed_flag,
+    pipeline_parallel_allows_speculation,
+    sglang_draft_tokens_are_consistent,
+    sglang_overlap_needs_topk_one,
+)
+from orchestrator.compatibility.rule import CompatContext, Finding
+from orchestrator.engines.capabilities import release_for
+from tests.support import make_profile
+
+SGLANG = {"name": "sglang", "version": "0.5.23"}
+
+
+def ctx(target: CheckpointInfo | None = None, **sections: Any) -> CompatContext:
+    profile = make_profile(**sections)
+    release = release_for(profile.engine.name, profile.engine.version)
+    return CompatContext(profile=profile, release=release, target=target)
+
+
+def only(findings: list[Finding]) -> Finding:
+    assert len(findings) == 1, findings
+    return findings[0]
+
+
+class TestEngineVersionIsKnown:
+    def test_warns_for_a_newer_release(self) -> None:
+        finding = only(engine_version_is_known(ctx(engine={"name": "vllm", "version": "0.99.0"})))
+        assert finding.severity == "warning" and "0.32.0" in finding.what
+
+    def test_silent_for_a_known_release(self) -> None:
+        assert engine_version_is_known(ctx()) == []
+
+
+class TestEngineSupportsMethod:
+    def test_draft_model_needs_vllm_014(self) -> None:
+        finding = only(engine_supports_method(ctx(engine={"name": "vllm", "version": "0.12.0"})))
+        assert finding.rule == "engine.method-supported" and finding.severity == "error"
+        assert "'draft_model' is not supported by vllm 0.12.0" in finding.what
+        assert "0.14.0 or newer" in finding.fix
+
+    def test_trtllm_has_no_eagle1(self) -> None:
+        sections = {
+            "engine": {"name": "trtllm", "version": "1.2.1"},
+            "proposer": {"method": "eagle", "model": "org/h", "num_speculative_tokens": 3},
+        }
+        assert "not supported by trtllm" in only(engine_supports_method(ctx(**sections))).what
+
+    def test_passes_for_supported_method(self) -> None:
+        assert engine_supports_method(ctx()) == []
+
+    def test_eagle3_target_architecture(self) -> None:
+        proposer = {"method": "eagle3", "model": "org/head", "num_speculative_tokens": 3}
+        bad = CheckpointInfo(
+            ref="x", source="catalog", location="", architectures=("FancyForCausalLM",)
+        )
+        finding = only(engine_supports_method(ctx(bad, proposer=proposer)))
+        assert "FancyForCausalLM has no eagle3 support" in finding.what
+        good = CheckpointInfo(
+            ref="x", source="catalog", location="", architectures=("LlamaForCausalLM",)
+        )
+        assert engine_supports_method(ctx(good, proposer=proposer)) == []
+
+    def test_does_not_apply_to_baseline(self) -> None:
+        assert engine_supports_method(ctx(proposer={"method": "none"})) == []
+
+
+class TestDraftTensorParallelIsAccepted:
+    def test_draft_model_needs_equal_tp(self) -> None:
+        sections = {
+            "hardware": {"gpu": "H100-80GB", "tensor_parallel_size": 2},
+            "proposer": {
+                "method": "draft_model",
+                "model": "d",
+                "num_speculative_tokens": 3,
+                "draft_tensor_parallel_size": 1,
+            },
+        }
+        finding = only(draft_tensor_parallel_is_accepted(ctx(**sections)))
+        assert (
+            "draft_tensor_parallel_size=1" in finding.what
+            and "tensor_parallel_size=2" in finding.what
+        )
+
+    def test_eagle_accepts_one_or_target_tp(self) -> None:
+        proposer = {
+            "method": "eagle3",
+            "model": "h",
+            "num_speculative_tokens": 3,
+            "draft_tensor_parallel_size": 1,
+        }
+        assert (
+            draft_tensor_parallel_is_accepted(
+                ctx(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4}, proposer=proposer)
+            )
+            == []
+        )
+        proposer["draft_tensor_parallel_size"] = 2
+        assert only(
+            draft_tensor_parallel_is_accepted(
+                ctx(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4}, proposer=proposer)
+            )
+        )
+
+    def test_sglang_has_no_draft_tp(self) -> None:
+        proposer = {
+            "method": "draft_model",
+            "model": "d",
+            "num_speculative_tokens": 3,
+            "draft_tensor_parallel_size": 1,
+        }
+        assert (
+            "has no draft TP"
+            in only(draft_tensor_parallel_is_accepted(ctx(engine=SGLANG, proposer=proposer))).what
+        )
+
+    def test_does_not_apply_without_draft_tp(self) -> None:
+        assert draft_tensor_parallel_is_accepted(ctx()) == []
+
+
+class TestSglangOverlapNeedsTopkOne:
+    def test_tree_with_overlap_is_refused(self) -> None:
+        finding = only(
+            sglang_overlap_needs_topk_one(
+                ctx(engine=SGLANG, sglang={"eagle_topk": 4, "num_draft_tokens": 8})
+            )
+        )
+        assert finding.rule == "engine.sglang-overlap-topk"
+        assert "disable_overlap_schedule: true" in finding.fix
+
+    def test_tree_without_overlap_passes(self) -> None:
+        tuning = {"eagle_topk": 4, "num_draft_tokens": 8, "disable_overlap_schedule": True}
+        assert sglang_overlap_needs_topk_one(ctx(engine=SGLANG, sglang=tuning)) == []
+
+    def test_chain_passes(self) -> None:
+        assert sglang_overlap_needs_topk_one(ctx(engine=SGLANG)) == []
+
+    def test_does_not_apply_to_vllm(self) -> None:
+        assert sglang_overlap_needs_topk_one(ctx()) == []
+
+
+class TestSglangDraftTokensAreConsistent:
+    def test_chain_must_verify_steps_plus_one(self) -> None:
+        finding = only(
+            sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang={"num_draft_tokens": 9}))
+        )
+        assert "sglang.num_draft_tokens: 5" in finding.fix
+
+    def test_tree_needs_explicit_tokens(self) -> None:
+        tuning = {"eagle_topk": 2, "disable_overlap_schedule": True}
+        assert (
+            "without sglang.num_draft_tokens"
+            in only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning))).what
+        )
+
+    def test_tree_tokens_in_range(self) -> None:
+        tuning = {"eagle_topk": 2, "num_draft_tokens": 20, "disable_overlap_schedule": True}
+        assert (
+            "outside [5, 9]"
+            in only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning))).what
+        )
+        tuning["num_draft_tokens"] = 8
+        assert sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning)) == []
+
+    def test_does_not_apply_to_ngram(self) -> None:
+        proposer = {"method": "ngram", "num_speculative_tokens": 3}
+        assert (
+            sglang_draft_tokens_are_consistent(
+                ctx(engine=SGLANG, proposer=proposer, sglang={"num_draft_tokens": 9})
+            )
+            == []
+        )
+
+
+class TestPipelineParallelAllowsSpeculation:
+    def test_sglang_refuses_pp_with_speculation(self) -> None:
+        hardware = {"gpu": "H100-80GB", "pipeline_parallel_size": 2}
+        assert (
+            only(
+                pipeline_parallel_allows_speculation(ctx(engine=SGLANG, hardware=hardware))
+            ).severity
+            == "error"
+        )
+
+    def test_vllm_eagle3_with_pp_passes(self) -> None:
+        hardware = {"gpu": "H100-80GB", "pipeline_parallel_size": 2}
+        proposer = {"method": "eagle3", "model": "h", "num_speculative_tokens": 3}
+        assert pipeline_parallel_allows_speculation(ctx(hardware=hardware, proposer=proposer)) == []
+
+    def test_does_not_apply_to_baseline(self) -> None:
+        hardware = {"gpu": "H100-80GB", "pipeline_parallel_size": 2}
+        assert (
+            pipeline_parallel_allows_speculation(
+                ctx(hardware=hardware, proposer={"method": "none"})
+            )
+            == []
+        )
+
+
+class TestExtraArgsUseNoRemovedFlag:
+    def test_legacy_speculative_model_flag(self) -> None:
+        finding = only(
+            extra_args_use_no_removed_flag(
+                ctx(serving={"extra_args": ["--speculative-model", "x"]})
+            )
+        )
+        assert finding.rule == "engine.removed-flag"
+        assert "--speculative-model" in finding.what and "0.8.3" in finding.what
+        assert "proposer.model" in finding.fix
+
+    def test_equals_form_is_recognised(self) -> None:
+        assert only(
+            extra_args_use_no_removed_flag(
+                ctx(serving={"extra_args": ["--num-speculative-tokens=5"]})
+            )
+        )
+
+    def test_current_flags_pass(self) -> None:
+        assert (
+            extra_args_use_no_removed_flag(ctx(serving={"extra_args": ["--enable-prefix-caching"]}))
+            == []
+        )
+
+
+class TestExtraArgsDoNotOverrideManagedFlags:
+    def test_managed_flag_is_refused(self) -> None:
+        finding = only(
+            extra_args_do_not_override_managed_flags(
+                ctx(serving={"extra_args": ["--max-model-len", "4096"]})
+            )
+        )
+        assert finding.rule == "engine.managed-flag" and "--max-model-len" in finding.what
+
+    def test_negative_numbers_are_not_flags(self) -> None:
+        assert (
+            extra_args_do_not_override_managed_flags(ctx(serving={"extra_args": ["--seed", "-1"]}))
+            == []
+        )
+
+    def test_removed_flags_are_left_to_the_removed_flag_rule(self) -> None:
+        assert (
+            extra_args_do_not_override_managed_flags(
+                ctx(serving={"extra_args": ["--speculative-model", "x"]})
+            )
+            == []
+        )

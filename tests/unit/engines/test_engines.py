@@ -1,0 +1,265 @@
+"""Engine modules: each profile setting lands on the right flag for the pinned release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from orchestrator.engines import ENGINES
+from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.capabilities import release_for
+from orchestrator.profile.schema import Profile
+from tests.support import make_profile
+
+
+def launch(
+    profile: Profile, *, draft: str | None = "Qwen/Qwen3-0.6B", model_type: str | None = None
+) -> EngineLaunch:
+    spec = LaunchSpec(
+        profile=profile,
+        release=release_for(profile.engine.name, profile.engine.version),
+        target_model=profile.target.model,
+        draft_model=draft if profile.proposer.model else None,
+        memory_fraction=profile.serving.gpu_memory_fraction,
+        served_model_name=profile.target.model,
+        target_model_type=model_type,
+    )
+    return ENGINES[profile.engine.name].launch(spec)
+
+
+def flag(argv: tuple[str, ...], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+class TestVllm:
+    def test_speculative_config_is_explicit_json(self) -> None:
+        argv = launch(make_profile()).argv
+        assert argv[:3] == ("vllm", "serve", "Qwen/Qwen3-8B")
+        assert json.loads(flag(argv, "--speculative-config")) == {
+            "method": "draft_model",
+            "model": "Qwen/Qwen3-0.6B",
+            "num_speculative_tokens": 4,
+        }
+
+    def test_baseline_has_no_speculative_flags(self) -> None:
+        argv = launch(make_profile().as_baseline()).argv
+        assert "--speculative-config" not in argv
+
+    def test_serving_fields_map_to_flags(self) -> None:
+        profile = make_profile(
+            hardware={"gpu": "H100-80GB", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+            serving={
+                "max_model_len": 4096,
+                "max_concurrency": 7,
+                "gpu_memory_fraction": 0.85,
+                "kv_cache_dtype": "fp8",
+            },
+            target={"model": "Qwen/Qwen3-8B", "revision": "abc123", "quantization": "fp8"},
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--tensor-parallel-size") == "2"
+        assert flag(argv, "--max-model-len") == "4096"
+        assert flag(argv, "--max-num-seqs") == "7"
+        assert flag(argv, "--gpu-memory-utilization") == "0.85"
+        assert flag(argv, "--kv-cache-dtype") == "fp8"
+        assert flag(argv, "--revision") == "abc123"
+        assert flag(argv, "--quantization") == "fp8"
+
+    def test_ngram_window_and_draft_revision(self) -> None:
+        ngram = make_profile(
+            proposer={
+                "method": "ngram",
+                "num_speculative_tokens": 3,
+                "ngram": {"min_window": 2, "max_window": 5},
+            }
+        )
+        config = json.loads(flag(launch(ngram).argv, "--speculative-config"))
+        assert config == {
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_min": 2,
+            "prompt_lookup_max": 5,
+        }
+        eagle = make_profile(
+            proposer={
+                "method": "eagle3",
+                "model": "org/head",
+                "revision": "r1",
+                "num_speculative_tokens": 3,
+            }
+        )
+        config = json.loads(flag(launch(eagle, draft="org/head").argv, "--speculative-config"))
+        assert config["method"] == "eagle3" and config["revision"] == "r1"
+
+    def test_mtp_spelled_per_family_before_unified_name(self) -> None:
+        old = make_profile(
+            engine={"name": "vllm", "version": "0.10.1"},
+            proposer={"method": "mtp", "num_speculative_tokens": 1},
+        )
+        config = json.loads(flag(launch(old, model_type="mimo").argv, "--speculative-config"))
+        assert config["method"] == "mimo_mtp"
+        new = make_profile(proposer={"method": "mtp", "num_speculative_tokens": 1})
+        assert (
+            json.loads(flag(launch(new, model_type="mimo").argv, "--speculative-config"))["method"]
+            == "mtp"
+        )
+
+    def test_extra_args_are_appended_verbatim(self) -> None:
+        profile = make_profile(serving={"extra_args": ["--enable-prefix-caching", "--seed", "7"]})
+        assert launch(profile).argv[-3:] == ("--enable-prefix-caching", "--seed", "7")
+
+    def test_image_defaults_to_release_and_can_be_overridden(self) -> None:
+        assert launch(make_profile()).image == "vllm/vllm-openai:v0.32.0"
+        custom = make_profile(engine={"name": "vllm", "version": "0.32.0", "image": "reg/vllm:x"})
+        assert launch(custom).image == "reg/vllm:x"
+
+
+SGLANG = {"name": "sglang", "version": "0.5.23"}
+
+
+class TestSglang:
+    def test_standalone_chain(self) -> None:
+        profile = make_profile(
+            engine=SGLANG, sglang={"cuda_graph_max_bs": 8, "mem_fraction_static": 0.7}
+        )
+        argv = launch(profile).argv
+        assert argv[:5] == (
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "Qwen/Qwen3-8B",
+        )
+        assert flag(argv, "--speculative-algorithm") == "STANDALONE"
+        assert flag(argv, "--speculative-num-steps") == "4"
+        assert flag(argv, "--speculative-eagle-topk") == "1"
+        assert flag(argv, "--speculative-num-draft-tokens") == "5"
+        assert flag(argv, "--mem-fraction-static") == "0.7"
+        assert flag(argv, "--cuda-graph-max-bs") == "8"
+        assert "--disable-overlap-schedule" not in argv
+
+    def test_tree_drafting_disables_overlap_when_asked(self) -> None:
+        profile = make_profile(
+            engine=SGLANG,
+            sglang={"eagle_topk": 4, "num_draft_tokens": 8, "disable_overlap_schedule": True},
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--speculative-eagle-topk") == "4"
+        assert flag(argv, "--speculative-num-draft-tokens") == "8"
+        assert "--disable-overlap-schedule" in argv
+
+    def test_mtp_uses_target_as_draft(self) -> None:
+        profile = make_profile(
+            engine=SGLANG, proposer={"method": "mtp", "num_speculative_tokens": 1}
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--speculative-algorithm") == "NEXTN"
+        assert flag(argv, "--speculative-draft-model-path") == "Qwen/Qwen3-8B"
+
+    def test_ngram_disables_overlap(self) -> None:
+        profile = make_profile(
+            engine=SGLANG, proposer={"method": "ngram", "num_speculative_tokens": 4}
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--speculative-algorithm") == "NGRAM"
+        assert "--speculative-num-steps" not in argv
+        assert "--disable-overlap-schedule" in argv
+
+    def test_baseline_has_no_speculative_flags(self) -> None:
+        argv = launch(make_profile(engine=SGLANG).as_baseline()).argv
+        assert not [a for a in argv if a.startswith("--speculative-")]
+
+
+TRT = {"name": "trtllm", "version": "1.2.1"}
+
+
+def trt_yaml(profile: Profile, draft: str | None = "org/head") -> dict[str, object]:
+    result = launch(profile, draft=draft)
+    (content,) = result.config_files.values()
+    data: dict[str, object] = yaml.safe_load(content)
+    return data
+
+
+class TestTrtllm:
+    def test_eagle3_yaml(self) -> None:
+        profile = make_profile(
+            engine=TRT,
+            proposer={"method": "eagle3", "model": "org/head", "num_speculative_tokens": 4},
+        )
+        data = trt_yaml(profile)
+        assert data["speculative_config"] == {
+            "decoding_type": "Eagle3",
+            "max_draft_len": 4,
+            "speculative_model_dir": "org/head",
+        }
+        assert data["kv_cache_config"] == {"free_gpu_memory_fraction": 0.9}
+        argv = launch(profile, draft="org/head").argv
+        assert argv[:2] == ("trtllm-serve", "Qwen/Qwen3-8B")
+        assert flag(argv, "--config").endswith("extra-llm-api-config.yaml")
+
+    def test_config_flag_name_follows_release(self) -> None:
+        profile = make_profile(
+            engine={"name": "trtllm", "version": "1.0.0"},
+            proposer={"method": "ngram", "num_speculative_tokens": 3},
+        )
+        argv = launch(profile).argv
+        assert "--extra_llm_api_options" in argv and "--config" not in argv
+
+    def test_ngram_and_draft_target_disable_overlap(self) -> None:
+        ngram = make_profile(
+            engine=TRT,
+            proposer={"method": "ngram", "num_speculative_tokens": 3, "ngram": {"max_window": 3}},
+        )
+        data = trt_yaml(ngram, draft=None)
+        assert data["disable_overlap_scheduler"] is True
+        assert data["speculative_config"] == {
+            "decoding_type": "NGram",
+            "max_draft_len": 3,
+            "max_matching_ngram_size": 3,
+        }
+        draft = make_profile(engine=TRT)
+        assert (
+            trt_yaml(draft, draft="Qwen/Qwen3-0.6B")["speculative_config"]["decoding_type"]
+            == "DraftTarget"
+        )  # type: ignore[index]
+
+    def test_mtp_depth_field_follows_release(self) -> None:
+        old = make_profile(engine=TRT, proposer={"method": "mtp", "num_speculative_tokens": 2})
+        assert trt_yaml(old, draft=None)["speculative_config"] == {
+            "decoding_type": "MTP",
+            "num_nextn_predict_layers": 2,
+        }
+        new = make_profile(
+            engine={"name": "trtllm", "version": "1.3.0rc1"},
+            proposer={"method": "mtp", "num_speculative_tokens": 2},
+        )
+        assert trt_yaml(new, draft=None)["speculative_config"] == {
+            "decoding_type": "MTP",
+            "max_draft_len": 2,
+        }
+
+    def test_cli_flags_and_yaml_agree(self) -> None:
+        profile = make_profile(
+            engine=TRT,
+            hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4},
+            serving={"max_model_len": 8192, "max_concurrency": 12},
+        )
+        data = trt_yaml(profile, draft="Qwen/Qwen3-0.6B")
+        argv = launch(profile).argv
+        assert int(flag(argv, "--tp_size")) == data["tensor_parallel_size"] == 4
+        assert int(flag(argv, "--max_seq_len")) == data["max_seq_len"] == 8192
+        assert int(flag(argv, "--max_batch_size")) == data["max_batch_size"] == 12
+
+    def test_baseline_yaml_has_no_speculative_config(self) -> None:
+        assert "speculative_config" not in trt_yaml(
+            make_profile(engine=TRT).as_baseline(), draft=None
+        )
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_launch_is_deterministic(engine: str) -> None:
+    versions = {"vllm": "0.32.0", "sglang": "0.5.23", "trtllm": "1.2.1"}
+    profile = make_profile(engine={"name": engine, "version": versions[engine]})
+    assert launch(profile) == launch(profile)

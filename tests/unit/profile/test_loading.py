@@ -1,0 +1,122 @@
+"""Loading: safe YAML, duplicate keys, positions, field paths and "did you mean"."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.profile.loading import ProfileInvalid, parse_profile
+
+VALID = """\
+apiVersion: specdeploy/v1
+kind: SpeculativeDeployment
+metadata:
+  name: demo
+engine:
+  name: vllm
+  version: "0.32.0"
+target:
+  model: Qwen/Qwen3-8B
+proposer:
+  method: draft_model
+  model: Qwen/Qwen3-0.6B
+  num_speculative_tokens: 5
+"""
+
+
+def _issues(text: str) -> ProfileInvalid:
+    with pytest.raises(ProfileInvalid) as info:
+        parse_profile(text, "demo.yaml")
+    return info.value
+
+
+class TestParseProfile:
+    def test_valid_profile_loads_with_defaults(self) -> None:
+        profile = parse_profile(VALID)
+        assert profile.proposer.num_speculative_tokens == 5
+        assert profile.serving.port == 8000
+        assert profile.speculative
+
+    def test_typo_names_line_column_path_and_suggestion(self) -> None:
+        err = _issues(VALID.replace("num_speculative_tokens", "num_speculative_token"))
+        assert err.issues[0].path == "proposer.num_speculative_token"
+        assert (err.issues[0].line, err.issues[0].column) == (13, 3)
+        assert "did you mean 'num_speculative_tokens'" in err.what
+        assert "demo.yaml:13:3" in err.what
+        assert err.fix == "rename `num_speculative_token` to `num_speculative_tokens`"
+
+    def test_duplicate_key_is_an_error_not_last_wins(self) -> None:
+        err = _issues(VALID + "  method: ngram\n")
+        assert err.issues[0].path == "proposer.method"
+        assert "duplicate key (first set on line 11)" in err.issues[0].message
+
+    def test_duplicate_top_level_section(self) -> None:
+        err = _issues(VALID + "engine:\n  name: sglang\n  version: '0.5.23'\n")
+        assert err.issues[0].path == "engine"
+
+    def test_bad_literal_suggests_closest_value(self) -> None:
+        err = _issues(VALID.replace("name: vllm", "name: vlm"))
+        assert "did you mean 'vllm'" in err.what
+        assert err.fix == "set `engine.name: vllm`"
+
+    def test_every_problem_is_reported(self) -> None:
+        text = VALID.replace("num_speculative_tokens: 5", "num_speculative_tokens: 0\n  revison: x")
+        err = _issues(text)
+        assert {i.path for i in err.issues} == {
+            "proposer.num_speculative_tokens",
+            "proposer.revison",
+        }
+
+    def test_yaml_syntax_error_has_position(self) -> None:
+        err = _issues("apiVersion: [unclosed\n")
+        assert err.issues[0].line is not None
+        assert "YAML syntax" in err.issues[0].message
+
+    def test_unsafe_yaml_tags_are_refused(self) -> None:
+        err = _issues("!!python/object/apply:os.system ['true']\n")
+        assert "YAML syntax" in err.issues[0].message
+
+    def test_empty_file(self) -> None:
+        assert "empty" in _issues("").issues[0].message
+
+    def test_not_a_mapping(self) -> None:
+        assert "mapping" in _issues("- a\n- b\n").issues[0].message
+
+    def test_missing_required_field(self) -> None:
+        err = _issues(VALID.replace("target:\n  model: Qwen/Qwen3-8B\n", ""))
+        assert err.issues[0].path == "target"
+        assert err.issues[0].message == "required field is missing"
+
+
+class TestProfileRules:
+    def test_draft_model_needs_a_model(self) -> None:
+        err = _issues(VALID.replace("  model: Qwen/Qwen3-0.6B\n", ""))
+        assert "needs proposer.model" in err.what
+
+    @pytest.mark.parametrize("method", ["mtp", "ngram", "none"])
+    def test_model_not_allowed_for_method(self, method: str) -> None:
+        err = _issues(VALID.replace("method: draft_model", f"method: {method}"))
+        assert "takes no proposer.model" in err.what
+
+    def test_engine_block_must_match_engine(self) -> None:
+        err = _issues(VALID + "sglang:\n  eagle_topk: 2\n")
+        assert "engine.name is 'vllm'" in err.what
+
+    def test_name_must_be_dns1123(self) -> None:
+        err = _issues(VALID.replace("name: demo", "name: Demo_1"))
+        assert "DNS-1123" in err.what
+
+    def test_token_is_refused_as_secret_name(self) -> None:
+        err = _issues(VALID + "deploy:\n  hf_token_secret: hf_abcdefghijklmnop\n")
+        assert "looks like a Hugging Face token" in err.what
+        assert "hf_abcdefghijklmnop" not in err.fix
+
+    def test_ngram_window_order(self) -> None:
+        text = VALID.replace("method: draft_model\n  model: Qwen/Qwen3-0.6B", "method: ngram")
+        err = _issues(text + "  ngram: {min_window: 5, max_window: 2}\n")
+        assert "min_window=5 is larger than max_window=2" in err.what
+
+    def test_as_baseline_drops_only_the_proposer(self) -> None:
+        profile = parse_profile(VALID)
+        baseline = profile.as_baseline()
+        assert baseline.proposer.method == "none" and not baseline.speculative
+        assert baseline.target == profile.target and baseline.serving == profile.serving
