@@ -1,0 +1,148 @@
+"""The per-GPU estimate, each engine's fraction semantics, asymmetric draft TP and suggestions."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.errors import ProfileError
+from orchestrator.memory.budget import engine_memory_fraction, estimate_memory
+from orchestrator.memory.gpus import find_gpu, gpu_catalog
+from orchestrator.memory.report import gpu_table, memory_table
+from tests.unit.memory.conftest import DEEPSEEK_V3, EAGLE3_8B, LLAMA_8B, make_profile
+
+
+def _engine(name: str, version: str) -> dict[str, str]:
+    return {"name": name, "version": version}
+
+
+class TestEstimate:
+    def test_itemised_llama_eagle3_on_h100(self) -> None:
+        e = estimate_memory(make_profile(), LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        assert e.target_weights_gib == pytest.approx(14.96, abs=0.01)
+        assert e.draft_weights_gib == pytest.approx(0.79, abs=0.01)
+        assert (e.target_kv_bytes_per_token, e.draft_kv_bytes_per_token) == (131072, 4096)
+        fixed = e.target_weights_gib + e.draft_weights_gib + e.overhead_gib
+        assert e.kv_cache_gib == pytest.approx(e.budget_gib - fixed)
+        assert e.max_concurrency <= e.baseline_max_concurrency
+        assert set(e.as_json()) >= {"gpu", "budget_gib", "kv_tokens", "fits", "suggestions"}
+
+    def test_long_context_over_budget_suggests_fixes_that_fit(self) -> None:
+        profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None and not e.fits and e.one_sequence_fits
+        assert e.suggestions
+        for s in e.suggestions:
+            assert s.max_concurrency >= 16 or s.change.startswith("serving.max_concurrency")
+
+    def test_draft_at_tp1_makes_rank0_heaviest(self) -> None:
+        sharded = make_profile(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4})
+        rank0 = make_profile(
+            hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4},
+            proposer={"method": "draft_model", "model": "d", "draft_tensor_parallel_size": 1},
+        )
+        shared = estimate_memory(sharded, LLAMA_8B, EAGLE3_8B)
+        alone = estimate_memory(rank0, LLAMA_8B, LLAMA_8B)
+        assert shared is not None and alone is not None
+        assert alone.heaviest_rank.startswith("rank 0")
+        assert alone.draft_weights_gib == pytest.approx(14.96, abs=0.01)  # whole draft on rank 0
+        assert alone.draft_kv_bytes_per_token == 131072  # all 8 KV heads on that rank
+        assert alone.target_kv_bytes_per_token == 32768
+
+    def test_mtp_layers_are_draft_weights_and_kv(self) -> None:
+        profile = make_profile(
+            target={"model": "deepseek-ai/DeepSeek-V3"},
+            proposer={"method": "mtp"},
+            hardware={"gpu": "H200", "tensor_parallel_size": 8},
+        )
+        e = estimate_memory(profile, DEEPSEEK_V3, None)
+        assert e is not None
+        assert e.draft_kv_bytes_per_token == 1152
+        assert e.target_kv_bytes_per_token == 70272
+        assert e.draft_weights_gib > 1.0
+
+    def test_ngram_has_no_draft_memory(self) -> None:
+        profile = make_profile(proposer={"method": "ngram"})
+        e = estimate_memory(profile, LLAMA_8B, None)
+        assert e is not None
+        assert (e.draft_weights_gib, e.draft_kv_bytes_per_token) == (0.0, 0)
+        assert e.max_concurrency == e.baseline_max_concurrency
+
+    def test_cpu_and_unresolved_give_none(self) -> None:
+        cpu = make_profile(hardware={"device": "cpu", "gpu": None})
+        assert estimate_memory(cpu, LLAMA_8B, None) is None
+        assert estimate_memory(make_profile(), None, None) is None
+
+    def test_unknown_gpu_says_did_you_mean(self) -> None:
+        with pytest.raises(ProfileError) as err:
+            find_gpu("H100-80G")
+        assert "did you mean" in err.value.fix
+
+
+class TestEngineFraction:
+    def test_vllm_is_the_profile_fraction_since_0_21(self) -> None:
+        profile = make_profile(engine=_engine("vllm", "0.32.0"))
+        assert engine_memory_fraction(profile, estimate_memory(profile, LLAMA_8B, EAGLE3_8B)) == 0.9
+
+    def test_vllm_before_0_21_leaves_room_for_graphs(self) -> None:
+        profile = make_profile(engine=_engine("vllm", "0.20.0"))
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        expected = 0.9 - e.overheads.cuda_graph_gib / e.gpu_usable_gib
+        assert engine_memory_fraction(profile, e) == pytest.approx(expected, abs=0.001)
+
+    def test_sglang_static_fraction_covers_weights_and_kv(self) -> None:
+        profile = make_profile(engine=_engine("sglang", "0.5.0"))
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        static = e.target_weights_gib + e.draft_weights_gib + e.kv_cache_gib
+        assert engine_memory_fraction(profile, e) == pytest.approx(
+            static / e.gpu_usable_gib, abs=0.001
+        )
+
+    def test_trtllm_fraction_is_of_memory_free_after_weights(self) -> None:
+        profile = make_profile(engine=_engine("trtllm", "1.2.0"))
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        o = e.overheads
+        free = (
+            e.gpu_usable_gib
+            - e.target_weights_gib
+            - e.draft_weights_gib
+            - o.activation_gib
+            - o.non_torch_gib
+            - o.nccl_gib
+        )
+        fraction = engine_memory_fraction(profile, e)
+        assert fraction * free == pytest.approx(e.kv_cache_gib, abs=0.001 * free)
+        assert fraction < 0.9  # same budget, different semantics
+
+    @pytest.mark.parametrize(
+        ("engine", "expected"),
+        [(_engine("vllm", "0.32.0"), 0.9), (_engine("sglang", "0.5.0"), 0.88)],
+    )
+    def test_fallback_without_estimate(self, engine: dict[str, str], expected: float) -> None:
+        assert engine_memory_fraction(make_profile(engine=engine), None) == expected
+
+    def test_trtllm_fallback_is_the_profile_fraction(self) -> None:
+        profile = make_profile(
+            engine=_engine("trtllm", "1.2.0"), serving={"gpu_memory_fraction": 0.8}
+        )
+        assert engine_memory_fraction(profile, None) == 0.8
+
+
+class TestReport:
+    def test_table_shows_breakdown_both_concurrencies_and_verdict(self) -> None:
+        profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        text = memory_table(e)
+        assert "draft weights (eagle3)" in text
+        assert f"{e.max_concurrency} with speculation, {e.baseline_max_concurrency} without" in text
+        assert "verdict: over budget" in text
+        assert "fix: " in text
+
+    def test_gpu_table_lists_every_gpu_with_its_label(self) -> None:
+        text = gpu_table(list(gpu_catalog().values()))
+        assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in text
+        assert len(text.splitlines()) == len(gpu_catalog()) + 1

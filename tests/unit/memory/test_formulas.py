@@ -1,0 +1,119 @@
+"""Formulas against hand-computed numbers for GQA, MLA, quantised and sliding-window models."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.memory.formulas import (
+    attention_layout,
+    computed_weight_bytes,
+    kv_bytes_per_layer,
+    param_breakdown,
+    sliding_tokens_held,
+)
+from orchestrator.memory.kv import capacity, target_layout
+from orchestrator.memory.weights import eagle_head_weight_bytes, target_weight_bytes
+from tests.unit.memory.conftest import (
+    DEEPSEEK_V3,
+    EAGLE3_8B,
+    GPT_OSS_20B,
+    LLAMA_1B,
+    LLAMA_8B,
+    QWEN3_8B_AWQ,
+    make_profile,
+)
+
+
+class TestParameters:
+    def test_llama_8b_matches_published_count(self) -> None:
+        # 2 x 128256 x 4096 + 32 x (41,943,040 attn + 176,160,768 mlp + 8192 norms) + 4096
+        params = param_breakdown(LLAMA_8B)
+        assert params is not None
+        assert params.total == 8_030_261_248
+
+    def test_tied_embeddings_count_once(self) -> None:
+        params = param_breakdown(LLAMA_1B)
+        assert params is not None
+        assert params.lm_head == 0
+        assert params.embedding == 128256 * 2048
+
+    def test_deepseek_v3_main_model_is_671b(self) -> None:
+        params = param_breakdown(DEEPSEEK_V3)
+        assert params is not None
+        assert params.total == pytest.approx(671.03e9, rel=0.002)  # catalog.md §A3
+
+
+class TestWeights:
+    def test_bf16_llama_8b(self) -> None:
+        weights = target_weight_bytes(make_profile(), LLAMA_8B)
+        assert weights == 8_030_261_248 * 2  # 14.96 GiB
+
+    def test_awq_int4_keeps_embeddings_in_fp16(self) -> None:
+        # linear 6,945,767,424 x 0.52 + (1,244,659,712 embed/head + 299,008 norms) x 2
+        profile = make_profile(target={"model": "Qwen/Qwen3-8B-AWQ"})
+        assert target_weight_bytes(profile, QWEN3_8B_AWQ) == 6_101_716_501  # 5.68 GiB (KAITO)
+
+    def test_mxfp4_quantises_experts_only(self) -> None:
+        params = param_breakdown(GPT_OSS_20B)
+        assert params is not None
+        weights = computed_weight_bytes(params, "bfloat16", "mxfp4", None)
+        assert weights / 1e9 == pytest.approx(13.76, rel=0.01)  # published repo size
+
+    def test_online_fp8_halves_a_bf16_target(self) -> None:
+        profile = make_profile(target={"model": "x", "quantization": "fp8"})
+        weights = target_weight_bytes(profile, LLAMA_8B)
+        # linear 6,979,321,856 x 1 byte + (1,050,673,152 embed/head + 266,240 norms) x 2
+        assert weights == 6_979_321_856 + 1_050_939_392 * 2
+
+    def test_exact_index_bytes_win_over_the_formula(self) -> None:
+        from dataclasses import replace
+
+        exact = replace(LLAMA_8B, weight_bytes=16_060_000_000)
+        assert target_weight_bytes(make_profile(), exact) == 16_060_000_000
+
+    def test_eagle3_head_without_embedding(self) -> None:
+        # attn 8192x(32+16)x128 + 32x128x4096, mlp 3x4096x14336, norms, fc 3x4096^2, lm_head 32000x4096
+        weights = eagle_head_weight_bytes(make_profile(), EAGLE3_8B, LLAMA_8B)
+        assert weights == 424_681_472 * 2  # 0.79 GiB, catalog.md §D5
+
+
+class TestKvBytesPerToken:
+    @pytest.mark.parametrize(("tp", "expected"), [(1, 131072), (2, 65536), (8, 16384), (16, 16384)])
+    def test_gqa_heads_split_then_replicated(self, tp: int, expected: int) -> None:
+        # 32 layers x 2 x ceil(8 / tp) x 128 x 2 bytes
+        assert 32 * kv_bytes_per_layer(LLAMA_8B, tp, 2.0) == expected
+
+    def test_mla_latent_is_not_split_by_tp(self) -> None:
+        # 61 layers x (512 + 64) x 2 bytes, on every rank
+        assert 61 * kv_bytes_per_layer(DEEPSEEK_V3, 8, 2.0) == 70272
+        assert 61 * kv_bytes_per_layer(DEEPSEEK_V3, 1, 1.0) == 35136
+
+    def test_fp8_kv_cache_halves_it(self) -> None:
+        profile = make_profile(serving={"kv_cache_dtype": "fp8"})
+        assert target_layout(profile, LLAMA_8B).bytes_per_token == 65536
+
+
+class TestSlidingWindow:
+    def test_gpt_oss_layout(self) -> None:
+        layout = attention_layout(GPT_OSS_20B)
+        assert (layout.full, layout.sliding, layout.window) == (12, 12, 128)
+
+    def test_sliding_layers_hold_window_plus_one_block(self) -> None:
+        assert sliding_tokens_held(128, 32768) == 144
+        assert sliding_tokens_held(128, 100) == 112
+
+    def test_per_token_and_per_sequence_split(self) -> None:
+        profile = make_profile(serving={"max_model_len": 32768})
+        layout = target_layout(profile, GPT_OSS_20B)
+        assert layout.bytes_per_token == 12 * 2 * 8 * 64 * 2  # 24,576
+        assert layout.fixed == 12 * 2048 * 144
+
+
+class TestCapacity:
+    def test_block_rounding(self) -> None:
+        # 1 GiB / (131072 x 16) = 512 blocks = 8192 tokens; 8192-token sequences: 1
+        cap = capacity(1.0, 131072, 0, 8192)
+        assert (cap.tokens, cap.sequences) == (8192, 1)
+
+    def test_negative_kv_fits_nothing(self) -> None:
+        assert capacity(-1.0, 131072, 0, 8192).sequences == 0
