@@ -1,0 +1,282 @@
+"""Verdicts: per level, does speculation pay? Where does it stop paying? What looks wrong?
+
+Speedup = mean output tokens/s per request (end to end), candidate over baseline, with a
+bootstrap interval. A level *pays* when the whole interval is above 1, *loses* when it is below,
+and is *inconclusive* otherwise. The cost rule (the issue's decision rule) is checked separately:
+speculation pays while its time per committed output token (draft + verify + coordination)
+stays below the baseline's time per output token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from orchestrator.bench.stats import Ratio, ratio_of_means
+from orchestrator.bench.summary import ArmSummary, Slo, summarize
+from orchestrator.bench.sweep import ArmLevel, SweepRecord
+
+Outcome = Literal["pays", "loses", "inconclusive", "no data"]
+
+MISPAIRING_MAX_LENGTH: Final = 1.1
+"""Mean acceptance length (bonus included, range 1..K+1) at or below which the draft is almost
+never accepted: sglang PR #21272 and #27908 report silent misconfigurations at exactly 1.00."""
+DEGENERATE_SHARE: Final = 0.25
+"""Share of degenerate outputs that triggers the warning (looping outputs inflate acceptance:
+tokenspeed #1305 measured 74.6 % on a two-token loop vs 48.5 % on real prompts)."""
+_MIN_WORDS: Final = 24
+_MIN_DISTINCT_TRIGRAMS: Final = 0.3
+_LOW_AGREEMENT: Final = 0.5
+
+
+@dataclass(frozen=True)
+class LevelVerdict:
+    """Both arms at one concurrency, and what they say together."""
+
+    concurrency: int
+    candidate: ArmSummary | None
+    baseline: ArmSummary | None
+    speedup: Ratio | None
+    """Candidate over baseline, mean output tokens/s per request."""
+    decode_speedup: Ratio | None
+    """Baseline over candidate mean time per output token (>1: candidate decodes faster)."""
+    cost_rule_met: bool | None
+    """Candidate's time per committed token below the baseline's time per token."""
+    outcome: Outcome
+    output_agreement: float | None
+    """Share of work items whose outputs are identical on both arms (greedy: expect ~1)."""
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where speculation stops paying over the measured loads."""
+
+    stops_paying_at: int | None
+    """Lowest measured concurrency from which the speedup is below 1 (None: never)."""
+    last_paying: int | None
+    """Highest measured concurrency below it with speedup >= 1."""
+    estimated: float | None
+    """Concurrency where the speedup crosses 1, interpolated on log2(concurrency)."""
+    summary: str
+
+
+@dataclass(frozen=True)
+class Warning:
+    """Something the reader must not miss."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Everything the report shows, computed from a sweep record."""
+
+    levels: tuple[LevelVerdict, ...]
+    crossover: Crossover
+    warnings: tuple[Warning, ...]
+
+
+def judge(record: SweepRecord, slo: Slo | None = None) -> Verdict:
+    """Per-level verdicts, the crossover load and the warnings for one sweep."""
+    greedy = record.config.sampling.temperature == 0.0
+    slo = slo or Slo()
+    levels = tuple(_level(record, c, slo, greedy) for c in _concurrencies(record.arms))
+    warnings = _warnings(record, levels, greedy)
+    return Verdict(levels, crossover(levels), warnings)
+
+
+def _concurrencies(arms: Sequence[ArmLevel]) -> list[int]:
+    return sorted({arm.concurrency for arm in arms})
+
+
+def _level(record: SweepRecord, concurrency: int, slo: Slo, greedy: bool) -> LevelVerdict:
+    cand = _arm(record.arms, record.candidate.label, concurrency)
+    base = _arm(record.arms, record.baseline.label, concurrency)
+    speedup = decode = None
+    if cand is not None and base is not None:
+        speedup = ratio_of_means(_rates(cand), _rates(base))
+        decode = ratio_of_means(_tpots(base), _tpots(cand))
+    agreement = _agreement(cand, base) if cand and base and greedy else None
+    return LevelVerdict(
+        concurrency=concurrency,
+        candidate=None if cand is None else summarize(cand, slo),
+        baseline=None if base is None else summarize(base, slo),
+        speedup=speedup,
+        decode_speedup=decode,
+        cost_rule_met=None if decode is None else decode.value > 1.0,
+        outcome=_outcome(speedup),
+        output_agreement=agreement,
+    )
+
+
+def _arm(arms: Sequence[ArmLevel], label: str, concurrency: int) -> ArmLevel | None:
+    found = [a for a in arms if a.label == label and a.concurrency == concurrency]
+    return found[-1] if found else None
+
+
+def _rates(arm: ArmLevel) -> list[float]:
+    return [r.tokens_per_s for r in arm.results if r.tokens_per_s is not None]
+
+
+def _tpots(arm: ArmLevel) -> list[float]:
+    return [r.tpot_s for r in arm.results if r.ok and r.tpot_s is not None]
+
+
+def _outcome(speedup: Ratio | None) -> Outcome:
+    if speedup is None:
+        return "no data"
+    if speedup.low > 1.0:
+        return "pays"
+    if speedup.high < 1.0:
+        return "loses"
+    return "inconclusive"
+
+
+def _agreement(cand: ArmLevel, base: ArmLevel) -> float | None:
+    cand_text = {r.item: r.text for r in cand.results if r.ok}
+    base_text = {r.item: r.text for r in base.results if r.ok}
+    shared = cand_text.keys() & base_text.keys()
+    if not shared:
+        return None
+    return sum(cand_text[i] == base_text[i] for i in shared) / len(shared)
+
+
+def crossover(levels: Sequence[LevelVerdict]) -> Crossover:
+    """The lowest load from which speculation stops paying (point estimate below 1)."""
+    measured = [(lv.concurrency, lv.speedup.value) for lv in levels if lv.speedup is not None]
+    if not measured:
+        return Crossover(None, None, None, "no level has measurements on both arms")
+    losing = [i for i, (_, s) in enumerate(measured) if s < 1.0]
+    if not losing:
+        top = measured[-1][0]
+        return Crossover(None, top, None, f"speculation pays at every measured load (up to {top})")
+    first = losing[0]
+    if first == 0:
+        low = measured[0][0]
+        return Crossover(low, None, None, f"speculation does not pay even at concurrency {low}")
+    (c_paid, s_paid), (c_lost, s_lost) = measured[first - 1], measured[first]
+    fraction = (s_paid - 1.0) / (s_paid - s_lost)
+    estimate = 2 ** (math.log2(c_paid) + fraction * (math.log2(c_lost) - math.log2(c_paid)))
+    text = (
+        f"speculation stops paying at concurrency {c_lost} (speedup {s_lost:.2f}); it paid at "
+        f"{c_paid} (speedup {s_paid:.2f}); crossover ≈ {estimate:.1f} concurrent requests"
+    )
+    return Crossover(c_lost, c_paid, estimate, text)
+
+
+def _warnings(
+    record: SweepRecord, levels: Sequence[LevelVerdict], greedy: bool
+) -> tuple[Warning, ...]:
+    found: list[Warning] = []
+    found += _acceptance_warnings(levels)
+    found += _degenerate_warnings(record)
+    found += _failure_warnings(levels)
+    if greedy:
+        found += _agreement_warnings(levels)
+    if record.interrupted:
+        found.append(Warning("interrupted", "the sweep was interrupted; results are partial"))
+    return tuple(found)
+
+
+def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
+    found: list[Warning] = []
+    cand = [lv.candidate for lv in levels if lv.candidate is not None]
+    lengths = [(a.concurrency, a.mean_acceptance_length) for a in cand]
+    low = [(c, length) for c, length in lengths if length is not None]
+    low = [(c, length) for c, length in low if length <= MISPAIRING_MAX_LENGTH]
+    if low:
+        c, length = low[0]
+        found.append(
+            Warning(
+                "mispairing",
+                f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at concurrency "
+                f"{c} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
+                "draft shares the target's tokenizer, that an EAGLE head was trained for this "
+                "target, and that the engine really runs the proposer (specdeploy validate).",
+            )
+        )
+    if cand and all(length is None for _, length in lengths):
+        found.append(
+            Warning(
+                "no-acceptance-metrics",
+                "the candidate exposes no speculative-decoding metrics at /metrics: either it "
+                "does not speculate, or metrics are off (SGLang: --enable-metrics)",
+            )
+        )
+    base = [lv.baseline for lv in levels if lv.baseline is not None]
+    if any(a.mean_acceptance_length is not None for a in base):
+        found.append(
+            Warning(
+                "baseline-speculates",
+                "CONFOUNDED A/B: the baseline reports speculative-decoding activity; it must be "
+                "the same target without a proposer",
+            )
+        )
+    return found
+
+
+def is_degenerate(text: str) -> bool:
+    """Looping output: long enough and few distinct word trigrams, or a few characters repeated."""
+    if len(text) >= 64 and len(set(text)) <= 3:
+        return True
+    words = text.split()
+    if len(words) < _MIN_WORDS:
+        return False
+    trigrams = list(zip(words, words[1:], words[2:], strict=False))
+    return len(set(trigrams)) / len(trigrams) < _MIN_DISTINCT_TRIGRAMS
+
+
+def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
+    found: list[Warning] = []
+    for label in (record.candidate.label, record.baseline.label):
+        texts = [r.text for a in record.arms if a.label == label for r in a.results if r.ok]
+        bad = sum(is_degenerate(t) for t in texts)
+        if texts and bad / len(texts) >= DEGENERATE_SHARE:
+            found.append(
+                Warning(
+                    "degenerate-output",
+                    f"{label}: {bad} of {len(texts)} outputs repeat themselves (looping text); "
+                    "repetition inflates acceptance and speed, so these figures overstate what "
+                    "real traffic would see. Use chat-templated, domain-matched prompts.",
+                )
+            )
+    return found
+
+
+def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
+    found: list[Warning] = []
+    for lv in levels:
+        for arm in (lv.candidate, lv.baseline):
+            if arm is None or not arm.failed:
+                continue
+            cause, count = arm.errors[0]
+            found.append(
+                Warning(
+                    "failed-requests",
+                    f"{arm.label} at concurrency {arm.concurrency}: {arm.failed} of {arm.sent} "
+                    f"requests failed (most often, {count}×: {cause})",
+                )
+            )
+    return found
+
+
+def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
+    low = [lv for lv in levels if lv.output_agreement is not None]
+    low = [
+        lv for lv in low if lv.output_agreement is not None and lv.output_agreement < _LOW_AGREEMENT
+    ]
+    if not low:
+        return []
+    lv = low[0]
+    share = lv.output_agreement or 0.0
+    return [
+        Warning(
+            "outputs-differ",
+            f"greedy outputs agree on only {share:.0%} of prompts at concurrency "
+            f"{lv.concurrency}; speculation is lossless, so the arms probably do not serve the "
+            "same target, weights or sampling settings",
+        )
+    ]

@@ -1,0 +1,250 @@
+"""bench: speculative vs baseline on live OpenAI-compatible endpoints, swept over concurrency.
+
+Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted (reports keep what was measured).
+The bench code (httpx, matplotlib) is imported inside the command, so CLI start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import click
+
+from orchestrator.cli.options import offline_option, profile_argument
+from orchestrator.errors import BenchError
+
+if TYPE_CHECKING:
+    from orchestrator.bench.summary import ArmSummary
+    from orchestrator.engines.base import EngineLaunch
+
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+
+
+def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(sorted({int(part) for part in value.split(",") if part.strip()}))
+    except ValueError:
+        levels = ()
+    if not levels or levels[0] < 1:
+        raise click.BadParameter(
+            f"{value!r}: give positive integers separated by commas, e.g. 1,4,16"
+        )
+    return levels
+
+
+@click.command()
+@click.argument("profile", required=False, type=profile_argument)
+@click.option("--candidate", "candidate_url", metavar="URL", help="Speculative endpoint root URL.")
+@click.option("--baseline", "baseline_url", metavar="URL", help="Same target without speculation.")
+@click.option("--candidate-profile", type=profile_argument, help="Profile the candidate runs.")
+@click.option("--baseline-profile", type=profile_argument, help="Profile the baseline runs.")
+@click.option(
+    "--workload",
+    default="code-edit",
+    show_default=True,
+    metavar="FILE|NAME",
+    help="JSONL file, or a built-in set: code-edit (predictable), chat (open).",
+)
+@click.option(
+    "--concurrency",
+    default="1,4,16",
+    show_default=True,
+    callback=_levels,
+    help="Concurrency levels to sweep, comma-separated.",
+)
+@click.option(
+    "--requests",
+    default=32,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Requests per arm per level.",
+)
+@click.option(
+    "--max-tokens",
+    default=256,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Output tokens per request, unless the workload item sets max_tokens.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-out"),
+    show_default=True,
+    help="Directory for bench.json, bench.md and bench.png.",
+)
+@click.option("--model", default=None, help="Model name to request (default: each /v1/models).")
+@click.option(
+    "--api-key-env",
+    metavar="VAR",
+    default=None,
+    help="Environment variable holding the API key for hosted endpoints.",
+)
+@click.option(
+    "--chat/--completions",
+    default=False,
+    show_default=True,
+    help="Use /v1/chat/completions or /v1/completions.",
+)
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0.0))
+@click.option("--top-p", default=None, type=click.FloatRange(0.0, 1.0))
+@click.option("--seed", default=None, type=int)
+@click.option("--ignore-eos", is_flag=True, help="Generate exactly max_tokens (vLLM/SGLang).")
+@click.option(
+    "--timeout",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds one request may take in total.",
+)
+@click.option(
+    "--stall-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds of silence inside one stream before it counts as stalled.",
+)
+@click.option(
+    "--level-time-limit",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(1.0),
+    help="No new request starts after this many seconds in one arm-level.",
+)
+@click.option("--slo-ttft-ms", default=None, type=click.FloatRange(0.0), help="Goodput SLO: TTFT.")
+@click.option("--slo-tpot-ms", default=None, type=click.FloatRange(0.0), help="Goodput SLO: TPOT.")
+@offline_option
+def bench(
+    profile: Path | None,
+    candidate_url: str | None,
+    baseline_url: str | None,
+    candidate_profile: Path | None,
+    baseline_profile: Path | None,
+    workload: str,
+    concurrency: tuple[int, ...],
+    requests: int,
+    max_tokens: int,
+    out: Path,
+    model: str | None,
+    api_key_env: str | None,
+    chat: bool,
+    temperature: float,
+    top_p: float | None,
+    seed: int | None,
+    ignore_eos: bool,
+    timeout: float,
+    stall_timeout: float,
+    level_time_limit: float,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    offline: bool,
+) -> None:
+    """Speculative (candidate) vs baseline, same target, at each concurrency level.
+
+    Writes OUT/bench.json, bench.md and bench.png. PROFILE (or --candidate-profile with
+    --baseline-profile) first checks that the two launches differ only in the proposer.
+    Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted.
+    """
+    from orchestrator.bench.client import Endpoint, Sampling
+    from orchestrator.bench.report import write_reports
+    from orchestrator.bench.summary import Slo
+    from orchestrator.bench.sweep import SweepConfig, run_sweep
+    from orchestrator.bench.verdict import judge
+    from orchestrator.bench.workload import load_workload
+
+    _check_profiles(profile, candidate_profile, baseline_profile, offline)
+    if not candidate_url or not baseline_url:
+        raise click.UsageError("--candidate URL and --baseline URL are both required")
+    api: Literal["chat", "completions"] = "chat" if chat else "completions"
+    key = _api_key(api_key_env)
+    config = SweepConfig(
+        concurrency=concurrency,
+        requests=requests,
+        max_tokens=max_tokens,
+        sampling=Sampling(temperature, top_p, seed, ignore_eos),
+        timeout_s=timeout,
+        stall_s=stall_timeout,
+        level_time_limit_s=level_time_limit,
+    )
+    record = run_sweep(
+        Endpoint("candidate", candidate_url, model or "", api, key),
+        Endpoint("baseline", baseline_url, model or "", api, key),
+        load_workload(workload),
+        config,
+        progress=lambda line: click.echo(line, err=True),
+    )
+    verdict = judge(record, Slo(slo_ttft_ms, slo_tpot_ms))
+    paths = write_reports(record, verdict, out)
+    for warning in verdict.warnings:
+        click.echo(f"warning ({warning.code}): {warning.message}", err=True)
+    click.echo(verdict.crossover.summary)
+    click.echo("wrote " + ", ".join(str(p) for p in paths))
+    arms = [arm for lv in verdict.levels for arm in (lv.candidate, lv.baseline) if arm]
+    _exit(record.interrupted, arms)
+
+
+def _api_key(variable: str | None) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise BenchError(
+            f"--api-key-env {variable}: the variable is not set or empty",
+            why="the hosted endpoints need an API key, which is read only from the environment",
+            fix=f"export {variable}=... before running specdeploy bench",
+        )
+    return value
+
+
+def _exit(interrupted: bool, summaries: list[ArmSummary]) -> None:
+    ctx = click.get_current_context()
+    if interrupted:
+        ctx.exit(EXIT_INTERRUPTED)
+    for label in ("candidate", "baseline"):
+        if not any(a.ok for a in summaries if a.label == label):
+            raise BenchError(
+                f"--{label}: no request succeeded at any level (see the report's errors)",
+                why="without completed requests there is nothing to compare",
+                fix=f"check that the {label} server stays up under load; raise --timeout",
+            )
+
+
+def _check_profiles(
+    profile: Path | None, candidate: Path | None, baseline: Path | None, offline: bool
+) -> None:
+    """Refuse a confounded A/B when the arms are known profiles (see orchestrator.bench.pairing)."""
+    if profile is not None and candidate is not None:
+        raise click.UsageError("give PROFILE or --candidate-profile, not both")
+    candidate = candidate or profile
+    if candidate is None and baseline is None:
+        return
+    if candidate is None:
+        raise click.UsageError("--baseline-profile needs --candidate-profile (or PROFILE)")
+    from orchestrator.bench.pairing import require_same_target
+    from orchestrator.engines import ENGINES
+
+    cand_launch = _launch(candidate, offline, baseline=False)
+    base_launch = _launch(baseline or candidate, offline, baseline=baseline is None)
+    names = (str(candidate), str(baseline) if baseline else f"{candidate} (baseline twin)")
+    flags = ENGINES[cand_launch.engine].speculative_flags()
+    require_same_target(cand_launch, base_launch, flags, names=names)
+
+
+def _launch(path: Path, offline: bool, *, baseline: bool) -> EngineLaunch:
+    from orchestrator.pipeline import build_plan
+
+    plan = build_plan(path, offline=offline)
+    launch = plan.launch_for(container=False, baseline=baseline)
+    if launch is None:
+        problems = "; ".join(f"{f.rule}: {f.what}" for f in plan.errors) or "not renderable"
+        raise BenchError(
+            f"{path}: the profile does not render a launch ({problems})",
+            why="the A/B check compares the two rendered launches",
+            fix=f"run `specdeploy validate {path}` and fix what it reports",
+        )
+    return launch
+
+
+COMMANDS = (bench,)

@@ -1,0 +1,222 @@
+"""A small OpenAI-compatible streaming server on 127.0.0.1 with injected latencies and faults.
+
+It serves /v1/models, streamed /v1/completions and /v1/chat/completions, and /metrics with vLLM
+spec-decode counters. Each decode step sleeps `step_delay(active)` seconds, where `active` is
+the number of requests streaming at that moment, and commits `tokens_per_step` tokens (one chunk),
+so a "speculative" server is one that commits several tokens per, slower, step. Faults:
+`not_openai`, `http_500`, `error_after`, `stall_after`, `close_after`. It runs its own event loop
+in a thread, so the code under test can call `asyncio.run` freely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+StepDelay = Callable[[int], float]
+
+
+@dataclass
+class Behaviour:
+    """What the server does; mutable between tests but not during a request."""
+
+    model: str = "tiny-target"
+    step_delay: StepDelay = lambda active: 0.0
+    first_token_delay: float = 0.0
+    tokens_per_step: int = 1
+    draft_tokens_per_step: int = 0
+    """K: drafted tokens per step for the counters (0: not speculative, no spec counters)."""
+    word: str = "tok"
+    not_openai: bool = False
+    http_500: bool = False
+    error_after: int | None = None
+    stall_after: int | None = None
+    close_after: int | None = None
+    metrics: bool = True
+
+
+@dataclass
+class Counters:
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    requests: int = 0
+    active: int = 0
+    peak_active: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LoopbackServer:
+    """Start with `with LoopbackServer(Behaviour(...)) as server:`; `server.url` is its root."""
+
+    def __init__(self, behaviour: Behaviour | None = None) -> None:
+        self.behaviour = behaviour or Behaviour()
+        self.counters = Counters()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
+        future.result(timeout=10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in asyncio.all_tasks(self._loop):
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        line = await reader.readline()
+        if not line:
+            return False
+        method, path, _ = line.decode().split(" ", 2)
+        length = 0
+        while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = header.decode().partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        body = json.loads(await reader.readexactly(length)) if length else {}
+        return await self._route(method, path, body, writer)
+
+    async def _route(
+        self, method: str, path: str, body: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
+        b = self.behaviour
+        if b.not_openai:
+            await _send(writer, 200, "text/html", b"<html>hello</html>")
+        elif path == "/v1/models":
+            await _send(writer, 200, "application/json", _models(b.model))
+        elif path == "/metrics" and b.metrics:
+            await _send(writer, 200, "text/plain", self._metrics().encode())
+        elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            if b.http_500:
+                await _send(writer, 500, "application/json", b'{"error": "boom"}')
+            else:
+                return await self._generate(body, path.endswith("chat/completions"), writer)
+        else:
+            await _send(writer, 404, "application/json", b'{"detail": "Not Found"}')
+        return True
+
+    async def _generate(
+        self, body: dict[str, Any], chat: bool, writer: asyncio.StreamWriter
+    ) -> bool:
+        c = self.counters
+        c.requests += 1
+        c.bodies.append(body)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        c.active += 1
+        c.peak_active = max(c.peak_active, c.active)
+        try:
+            return await self._stream_tokens(int(body.get("max_tokens", 16)), chat, writer)
+        finally:
+            c.active -= 1
+
+    async def _stream_tokens(
+        self, max_tokens: int, chat: bool, writer: asyncio.StreamWriter
+    ) -> bool:
+        b, c = self.behaviour, self.counters
+        await asyncio.sleep(b.first_token_delay)
+        sent = 0
+        while sent < max_tokens:
+            if b.error_after is not None and sent >= b.error_after:
+                await _event(writer, {"error": {"message": "injected failure", "code": 500}})
+                break
+            if b.stall_after is not None and sent >= b.stall_after:
+                await asyncio.sleep(3600)
+            if b.close_after is not None and sent >= b.close_after:
+                writer.close()
+                return False
+            n = 1 if sent == 0 else min(b.tokens_per_step, max_tokens - sent)
+            if sent:
+                await asyncio.sleep(b.step_delay(c.active))
+                if b.draft_tokens_per_step:
+                    c.drafts += 1
+                    c.draft_tokens += b.draft_tokens_per_step
+                    c.accepted += n - 1
+            await _event(writer, _chunk("".join(f"{b.word}{sent + i} " for i in range(n)), chat))
+            sent += n
+        await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
+        await _chunked(writer, b"data: [DONE]\n\n")
+        await _chunked(writer, b"")
+        return True
+
+    def _metrics(self) -> str:
+        c, b = self.counters, self.behaviour
+        lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running 0"]
+        if b.draft_tokens_per_step:
+            labels = f'{{engine="0",model_name="{b.model}"}}'
+            lines += [
+                "# TYPE vllm:spec_decode_num_drafts counter",
+                f"vllm:spec_decode_num_drafts_total{labels} {c.drafts}.0",
+                f"vllm:spec_decode_num_draft_tokens_total{labels} {c.draft_tokens}.0",
+                f"vllm:spec_decode_num_accepted_tokens_total{labels} {c.accepted}.0",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def _models(model: str) -> bytes:
+    return json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]}).encode()
+
+
+def _chunk(text: str, chat: bool) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": None}
+    if chat:
+        choice["delta"] = {"content": text}
+    else:
+        choice["text"] = text
+    return {"id": "x", "object": "chunk", "choices": [choice]}
+
+
+async def _event(writer: asyncio.StreamWriter, payload: dict[str, Any]) -> None:
+    await _chunked(writer, f"data: {json.dumps(payload)}\n\n".encode())
+
+
+async def _chunked(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    await writer.drain()
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, kind: str, data: bytes) -> None:
+    reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\ncontent-length: {len(data)}\r\n\r\n"
+    )
+    writer.write(head.encode() + data)
+    await writer.drain()
