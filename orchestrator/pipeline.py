@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
+from orchestrator.checkpoint.resolution import CheckpointResolver
 from orchestrator.compatibility import CompatContext, Finding, check_compatibility
 from orchestrator.engines import ENGINES, EngineLaunch, LaunchSpec
 from orchestrator.engines.capabilities import EngineRelease, release_for
 from orchestrator.errors import ProfileError
+from orchestrator.memory.budget import MemoryEstimate, engine_memory_fraction, estimate_memory
 from orchestrator.profile.loading import ProfileInvalid, load_profile
 from orchestrator.profile.schema import Profile
 
@@ -47,7 +49,7 @@ class DeploymentPlan:
     findings: tuple[Finding, ...]
     target: CheckpointInfo | None = None
     draft: CheckpointInfo | None = None
-    memory: object | None = None  # MemoryEstimate once the memory stage is wired in
+    memory: MemoryEstimate | None = None
     target_location: ModelLocation | None = None
     draft_location: ModelLocation | None = None
 
@@ -93,7 +95,7 @@ class DeploymentPlan:
                 container=container, mount=CONTAINER_TARGET_DIR
             ),
             draft_model=draft,
-            memory_fraction=self.profile.serving.gpu_memory_fraction,
+            memory_fraction=engine_memory_fraction(self.profile, self.memory),
             served_model_name=served_model_name(self.profile, self.target_location),
             target_model_type=self.target.model_type if self.target is not None else None,
             host="0.0.0.0" if container else "127.0.0.1",
@@ -121,10 +123,16 @@ def build_plan(
     target_location = locate(profile.target.model, base_dir)
     draft_location = locate(profile.proposer.model, base_dir) if profile.proposer.model else None
     target, draft, unresolved = resolve_checkpoints(profile, base_dir, offline=offline)
+    memory, memory_findings = estimate(profile, target, draft)
     ctx = CompatContext(
-        profile=profile, release=release, target=target, draft=draft, unresolved=unresolved
+        profile=profile,
+        release=release,
+        target=target,
+        draft=draft,
+        memory=memory,
+        unresolved=unresolved,
     )
-    findings = check_compatibility(ctx, ignore)
+    findings = sorted([*memory_findings, *check_compatibility(ctx, ignore)], key=Finding.sort_key)
     return DeploymentPlan(
         profile_path=path,
         profile=profile,
@@ -132,6 +140,7 @@ def build_plan(
         findings=tuple(findings),
         target=target,
         draft=draft,
+        memory=memory,
         target_location=target_location,
         draft_location=draft_location,
     )
@@ -140,9 +149,31 @@ def build_plan(
 def resolve_checkpoints(
     profile: Profile, base_dir: Path, *, offline: bool
 ) -> tuple[CheckpointInfo | None, CheckpointInfo | None, tuple[Unresolved, ...]]:
-    """Metadata for the target and the proposer checkpoint (wired to the resolver in issue 4)."""
-    del profile, base_dir, offline
-    return None, None, ()
+    """Metadata for the target and the proposer checkpoint, and what could not be found."""
+    resolver = CheckpointResolver(base_dir=base_dir, offline=offline)
+    target = resolver.resolve("target.model", profile.target.model, profile.target.revision)
+    draft: CheckpointInfo | Unresolved | None = None
+    if profile.proposer.model is not None:
+        draft = resolver.resolve("proposer.model", profile.proposer.model, profile.proposer.revision)
+    unresolved = tuple(r for r in (target, draft) if isinstance(r, Unresolved))
+    return _info(target), _info(draft), unresolved
+
+
+def _info(found: CheckpointInfo | Unresolved | None) -> CheckpointInfo | None:
+    return found if isinstance(found, CheckpointInfo) else None
+
+
+def estimate(
+    profile: Profile, target: CheckpointInfo | None, draft: CheckpointInfo | None
+) -> tuple[MemoryEstimate | None, list[Finding]]:
+    """The memory estimate, or the profile finding that prevents one (an unknown GPU name)."""
+    try:
+        return estimate_memory(profile, target, draft), []
+    except ProfileError as exc:
+        finding = Finding(
+            "profile.invalid-value", "error", exc.what, exc.why, exc.fix, field="hardware.gpu"
+        )
+        return None, [finding]
 
 
 def locate(model: str, base_dir: Path) -> ModelLocation:
