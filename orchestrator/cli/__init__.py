@@ -60,3 +60,5 @@ _register(core)
 # --- helper-owned command modules: one import + one _register line each, below this marker ---
 from orchestrator.cli import plan_cmd  # noqa: E402
 _register(plan_cmd)
+from orchestrator.cli import bench_cmd  # noqa: E402
+_register(bench_cmd)
