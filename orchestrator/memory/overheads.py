@@ -30,6 +30,10 @@ VLLM_LARGE_GPU_GIB: Final = 70.0
 #: V1 engine (chunked prefill always on) is the default from v0.8.0; V0 profiled a whole
 #: max_model_len prompt unless chunked prefill was enabled (vllm#8185, #10517 logs).
 VLLM_V1_DEFAULT_FROM: Final = (0, 8, 0)
+#: V0 turned chunked prefill on by default above 32k tokens of context, with a 2048-token
+#: batch (vllm/engine/arg_utils.py V0; the 35k run in vllm#10517 profiles less than the 29k one).
+VLLM_V0_CHUNKED_ABOVE_LEN: Final = 32768
+VLLM_V0_CHUNKED_BATCHED_TOKENS: Final = 2048
 #: SGLang chunked_prefill_size default by GPU memory band (sglang server_args; sglang_trtllm.md A5).
 SGLANG_CHUNKED_PREFILL_BY_GIB: Final = ((20, 2048), (35, 2048), (60, 4096), (90, 8192), (160, 8192))
 SGLANG_CHUNKED_PREFILL_LARGEST: Final = 16384
@@ -116,6 +120,8 @@ def profiled_tokens(profile: Profile, gpu: Gpu) -> int:
     if tuned:
         return tuned
     if parse_version(profile.engine.version) < VLLM_V1_DEFAULT_FROM:
+        if profile.serving.max_model_len > VLLM_V0_CHUNKED_ABOVE_LEN:
+            return VLLM_V0_CHUNKED_BATCHED_TOKENS
         return max(profile.serving.max_model_len, profile.serving.max_concurrency)
     large = gpu.memory_gib >= VLLM_LARGE_GPU_GIB and not gpu.name.startswith("A100")
     return VLLM_V1_BATCHED_TOKENS_LARGE_GPU if large else VLLM_V1_BATCHED_TOKENS_SMALL_GPU
