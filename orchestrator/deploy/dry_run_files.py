@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import OrchestratorError
+from orchestrator.manifests.rendering import manifest_files
 from orchestrator.pipeline import DeploymentPlan
 
 
@@ -23,6 +24,7 @@ def render_files(plan: DeploymentPlan) -> dict[str, str]:
     baseline = plan.baseline_launch
     if baseline is not None:
         files.update(_launch_files(baseline, "baseline/"))
+    files.update(manifest_files(plan))
     return files
 
 

@@ -1,0 +1,436 @@
+"""ManifestContext: every value a Kubernetes template prints, decided here from a DeploymentPlan.
+
+Templates only lay these values out (STYLE §8.8). `ManifestSet.values()` is also exactly what
+`render --helm-values` writes, so the Helm chart in charts/specdeploy renders the same objects
+from the same values. Each variant (the speculative deployment and its baseline twin) becomes one
+workload (Deployment, or LeaderWorkerSet when TP x PP exceeds gpus_per_node), one Service and,
+when the engine has config files, one ConfigMap; an optional PVC holds the shared model cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from orchestrator.engines.base import EngineLaunch
+from orchestrator.errors import ProfileError
+from orchestrator.manifests import commands
+from orchestrator.memory.gpus import find_gpu
+from orchestrator.pipeline import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
+from orchestrator.profile.schema import Profile
+
+Variant = Literal["speculative", "baseline"]
+WorkloadKind = Literal["Deployment", "LeaderWorkerSet"]
+
+MANAGED_BY: Final = "specdeploy"
+PROFILE_LABEL: Final = "specdeploy.io/profile"
+VARIANT_LABEL: Final = "specdeploy.io/variant"
+#: Key inside deploy.hf_token_secret that holds the token (profile schema docstring); the engines
+#: and huggingface_hub read HF_TOKEN (vLLM docs/deployment/k8s.md).
+HF_TOKEN_KEY: Final = "HF_TOKEN"
+#: Hugging Face cache inside the official engine images, which run as root (vLLM
+#: docs/deployment/k8s.md; SGLang install docs mount the same path).
+HF_CACHE_DIR: Final = "/root/.cache/huggingface"
+#: Extended resource for a catalog GPU's node label key (device plugins: NVIDIA k8s-device-plugin,
+#: AMD k8s-device-plugin; shared/reference/catalog.md §C2).
+GPU_RESOURCE_BY_LABEL: Final[dict[str, str]] = {
+    "nvidia.com/gpu.product": "nvidia.com/gpu",
+    "amd.com/gpu.product-name": "amd.com/gpu",
+}
+#: /dev/shm size limit per engine. vLLM: 2Gi in docs/deployment/k8s.md (NCCL/torch shared memory
+#: for tensor parallelism). SGLang: `docker run --shm-size 32g` in its install docs. TensorRT-LLM
+#: documents only `--ipc=host` (T-CONT), so it gets SGLang's figure. A limit, not an allocation.
+SHM_SIZE: Final[dict[str, str]] = {"vllm": "2Gi", "sglang": "32Gi", "trtllm": "32Gi"}
+#: Start-up budget before the first healthy answer: image pull, weight download and load, CUDA
+#: graph capture / compilation. vLLM's k8s guide: download and compilation "can take minutes";
+#: raise the startup failureThreshold when events say "failed startup probe". These are
+#: engineering allowances, not measurements: 10 min fixed + 30 s per GiB of weights (a download
+#: at about 35 MB/s plus loading), or 60 min when the weight size is unknown.
+STARTUP_BASE_SECONDS: Final = 600
+STARTUP_SECONDS_PER_GIB: Final = 30
+STARTUP_UNKNOWN_WEIGHTS_SECONDS: Final = 3600
+STARTUP_PERIOD_SECONDS: Final = 10
+#: Readiness every 5 s and liveness every 10 s, as in vLLM docs/deployment/k8s.md.
+READINESS_PERIOD_SECONDS: Final = 5
+LIVENESS_PERIOD_SECONDS: Final = 10
+
+
+class CtxModel(BaseModel):
+    """Context models: frozen, no unknown keys, camelCase keys when dumped (Helm convention)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class Probe(CtxModel):
+    path: str = Field(pattern=r"^/")
+    period_seconds: int = Field(ge=1)
+    timeout_seconds: int = Field(ge=1)
+    failure_threshold: int = Field(ge=1)
+
+
+class Probes(CtxModel):
+    startup: Probe
+    readiness: Probe
+    liveness: Probe
+
+
+class PodContext(CtxModel):
+    """One pod template: labels, the engine container and what surrounds it."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    image: str
+    command: list[str]
+    env: list[dict[str, Any]]
+    resources: dict[str, dict[str, str]]
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, str]]
+    volumes: list[dict[str, Any]]
+    volume_mounts: list[dict[str, Any]]
+
+
+class ServingPodContext(PodContext):
+    """A pod that serves the OpenAI API: a named port and probes."""
+
+    port: int = Field(ge=1, le=65535)
+    probes: Probes
+
+
+class ServiceContext(CtxModel):
+    metadata: dict[str, Any]
+    selector: dict[str, str]
+    port: int = Field(ge=1, le=65535)
+
+
+class ConfigMapContext(CtxModel):
+    metadata: dict[str, Any]
+    data: dict[str, str]
+
+
+class VariantContext(CtxModel):
+    """Everything for one launch (speculative or baseline)."""
+
+    variant: Variant
+    workload_kind: WorkloadKind
+    metadata: dict[str, Any]
+    selector: dict[str, str]
+    replicas: int = Field(ge=0)
+    group_size: int = Field(ge=1)
+    pod: ServingPodContext
+    worker: PodContext | None = None
+    service: ServiceContext
+    config_map: ConfigMapContext | None = None
+
+
+class ModelCacheContext(CtxModel):
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
+class ManifestSet(CtxModel):
+    """All objects for one profile; also the Helm chart's values."""
+
+    variants: list[VariantContext]
+    model_cache: ModelCacheContext | None = None
+
+    def values(self) -> dict[str, Any]:
+        """Plain JSON types with camelCase keys: what templates and `--helm-values` see."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class ModelCache(CtxModel):
+    """A PVC for the Hugging Face cache (proposed profile field deploy.model_cache)."""
+
+    size: str = "200Gi"
+    storage_class: str | None = None
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteMany"
+
+
+def build_manifest_set(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> ManifestSet:
+    """The context for every object of a valid plan (raises for an unusable name or topology)."""
+    profile = plan.profile
+    launch = plan.launch_for(container=True)
+    if profile is None or launch is None:
+        raise ValueError("build_manifest_set needs a plan without errors")
+    check_names(profile)
+    cache_ctx = _model_cache(profile, cache) if cache is not None else None
+    variants = [_variant(plan, launch, "speculative" if profile.speculative else "baseline", cache)]
+    baseline = plan.launch_for(container=True, baseline=True) if profile.deploy.baseline else None
+    if baseline is not None and profile.speculative:
+        variants.append(_variant(plan, baseline, "baseline", cache))
+    return ManifestSet(variants=variants, model_cache=cache_ctx)
+
+
+def profile_model_cache(profile: Profile) -> ModelCache | None:
+    """The profile's `deploy.model_cache` block (size, storage_class, access_mode), if the schema
+    has one; proposed to the lead as a DeploySpec field, so absent until then."""
+    spec = getattr(profile.deploy, "model_cache", None)
+    if spec is None:
+        return None
+    return ModelCache.model_validate(spec.model_dump())
+
+
+def check_names(profile: Profile) -> None:
+    """Service names are DNS-1035 labels (start with a letter, at most 63 characters)."""
+    name = profile.metadata.name
+    longest = f"{name}-baseline-leader" if profile.deploy.baseline else f"{name}-leader"
+    if name[0].isdigit() or len(longest) > 63:
+        raise ProfileError(
+            f"metadata.name: {name!r} cannot name every Kubernetes object "
+            f"(longest derived name {longest!r} has {len(longest)} characters)",
+            why="Service names must start with a letter and have at most 63 characters",
+            fix=f"use a metadata.name that starts with a letter and has at most "
+            f"{63 - len(longest) + len(name)} characters",
+        )
+
+
+def object_name(profile: Profile, variant: Variant) -> str:
+    """The speculative deployment keeps the profile's name; its twin gets `-baseline`."""
+    twin = variant == "baseline" and profile.speculative
+    return f"{profile.metadata.name}-baseline" if twin else profile.metadata.name
+
+
+def profile_selector(profile: Profile) -> dict[str, str]:
+    """Labels every object of this profile carries (what status and delete select on)."""
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, PROFILE_LABEL: profile.metadata.name}
+
+
+def profile_hash(profile: Profile) -> str:
+    """sha256 of the profile's canonical JSON: changes when any setting changes, not comments."""
+    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _variant(
+    plan: DeploymentPlan, launch: EngineLaunch, variant: Variant, cache: ModelCache | None
+) -> VariantContext:
+    assert plan.profile is not None
+    profile = plan.profile
+    name = object_name(profile, variant)
+    labels = _labels(profile, launch, name, variant)
+    audit = _audit(profile, launch, variant)
+    metadata = _metadata(
+        profile, name, labels, {**audit, "specdeploy.io/profile-hash": profile_hash(profile)}
+    )
+    selector = {"app.kubernetes.io/instance": name, PROFILE_LABEL: profile.metadata.name}
+    topology = commands.topology(profile)
+    config_map = _config_map(profile, launch, name, labels)
+    volumes, mounts = _volumes(plan, launch, variant, config_map, cache)
+    gpus = _gpu_placement(profile, topology.gpus_per_pod)
+    leader_command = commands.leader_command(launch, topology)
+    pod = ServingPodContext(
+        labels=labels,
+        annotations=audit,
+        image=launch.image,
+        command=leader_command,
+        env=_env(profile, launch),
+        port=launch.port,
+        probes=_probes(plan, launch, variant),
+        volumes=volumes,
+        volume_mounts=mounts,
+        **gpus,
+    )
+    worker = None
+    if topology.group_size > 1:
+        worker = PodContext(
+            **pod.model_dump(exclude={"port", "probes", "command"}),
+            command=commands.worker_command(launch, topology),
+        )
+    service_name = f"{name}-leader" if worker is not None else name
+    service_selector = {**selector, **(commands.LEADER_POD_LABELS if worker is not None else {})}
+    return VariantContext(
+        variant=variant,
+        workload_kind="LeaderWorkerSet" if worker is not None else "Deployment",
+        metadata=metadata,
+        selector=selector,
+        replicas=profile.deploy.replicas,
+        group_size=topology.group_size,
+        pod=pod,
+        worker=worker,
+        service=ServiceContext(
+            metadata=_metadata(profile, service_name, labels, {}),
+            selector=service_selector,
+            port=launch.port,
+        ),
+        config_map=config_map,
+    )
+
+
+def _labels(profile: Profile, launch: EngineLaunch, name: str, variant: Variant) -> dict[str, str]:
+    # Recommended labels (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels).
+    # Every value is label-safe: names are DNS-1123 labels, versions match EngineSpec's pattern.
+    return {
+        "app.kubernetes.io/name": launch.engine,
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/version": launch.version,
+        "app.kubernetes.io/component": "inference-server",
+        "app.kubernetes.io/part-of": profile.metadata.name,
+        **profile_selector(profile),
+        VARIANT_LABEL: variant,
+    }
+
+
+def _audit(profile: Profile, launch: EngineLaunch, variant: Variant) -> dict[str, str]:
+    """The pairing, for anyone auditing what runs (DESIGN §6); absent values are left out."""
+    speculative = variant == "speculative"
+    proposer = profile.proposer
+    values = {
+        "specdeploy.io/target-model": profile.target.model,
+        "specdeploy.io/target-revision": profile.target.revision,
+        "specdeploy.io/proposer-method": proposer.method if speculative else "none",
+        "specdeploy.io/proposer-model": proposer.model if speculative else None,
+        "specdeploy.io/proposer-revision": proposer.revision if speculative else None,
+        "specdeploy.io/engine": launch.engine,
+        "specdeploy.io/engine-version": launch.version,
+        "specdeploy.io/image": launch.image,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _metadata(
+    profile: Profile, name: str, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    if profile.metadata.namespace is not None:
+        metadata["namespace"] = profile.metadata.namespace
+    return metadata
+
+
+def _env(profile: Profile, launch: EngineLaunch) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": key, "value": value} for key, value in sorted(launch.env.items())
+    ]
+    secret = profile.deploy.hf_token_secret
+    if secret is not None:  # a reference only: the token never appears in a rendered file
+        ref = {"name": secret, "key": HF_TOKEN_KEY}
+        env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": ref}})
+    return env
+
+
+def _gpu_placement(profile: Profile, gpus_per_pod: int) -> dict[str, Any]:
+    """GPU limits, node selector and tolerations; nothing at all on device: cpu."""
+    hardware = profile.hardware
+    if hardware.device == "cpu" or hardware.gpu is None:
+        return {"resources": {}, "node_selector": {}, "tolerations": []}
+    gpu = find_gpu(hardware.gpu)
+    resource = GPU_RESOURCE_BY_LABEL.get(gpu.label_key, "nvidia.com/gpu")
+    return {
+        "resources": {"limits": {resource: str(gpus_per_pod)}},
+        "node_selector": {gpu.label_key: gpu.label_value},
+        # GPU node pools are commonly tainted with the device plugin's resource name (GKE, AKS).
+        "tolerations": [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def _config_map(
+    profile: Profile, launch: EngineLaunch, name: str, labels: dict[str, str]
+) -> ConfigMapContext | None:
+    if not launch.config_files:
+        return None
+    return ConfigMapContext(
+        metadata=_metadata(profile, f"{name}-config", labels, {}),
+        data=dict(sorted(launch.config_files.items())),
+    )
+
+
+def _volumes(
+    plan: DeploymentPlan,
+    launch: EngineLaunch,
+    variant: Variant,
+    config_map: ConfigMapContext | None,
+    cache: ModelCache | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    assert plan.profile is not None
+    shm = {"medium": "Memory", "sizeLimit": SHM_SIZE[launch.engine]}
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": shm}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    hf_cache: dict[str, Any] = {"emptyDir": {}}
+    if cache is not None:
+        hf_cache = {"persistentVolumeClaim": {"claimName": _cache_name(plan.profile)}}
+    volumes.append({"name": "hf-cache", **hf_cache})
+    mounts.append({"name": "hf-cache", "mountPath": HF_CACHE_DIR})
+    if config_map is not None:
+        volumes.append(
+            {"name": "engine-config", "configMap": {"name": config_map.metadata["name"]}}
+        )
+        mounts.append({"name": "engine-config", "mountPath": launch.config_dir, "readOnly": True})
+    # A local checkpoint directory is mounted from the node (hostPath): the profile names a path on
+    # this machine, which a single-node cluster (kind, minikube, k3s) or nodes sharing that path
+    # (NFS) can see. Hub models need no mount; they download into the HF cache.
+    local = [("target-model", plan.target_location, CONTAINER_TARGET_DIR)]
+    if variant == "speculative":
+        local.append(("draft-model", plan.draft_location, CONTAINER_DRAFT_DIR))
+    for volume, location, mount_path in local:
+        if location is not None and location.local_dir is not None:
+            host = {"path": str(location.local_dir), "type": "Directory"}
+            volumes.append({"name": volume, "hostPath": host})
+            mounts.append({"name": volume, "mountPath": mount_path, "readOnly": True})
+    return volumes, mounts
+
+
+def _probes(plan: DeploymentPlan, launch: EngineLaunch, variant: Variant) -> Probes:
+    budget = _startup_budget_seconds(plan, variant)
+    threshold = math.ceil(budget / STARTUP_PERIOD_SECONDS)
+    return Probes(
+        startup=Probe(
+            path=launch.health_path,
+            period_seconds=STARTUP_PERIOD_SECONDS,
+            timeout_seconds=5,
+            failure_threshold=threshold,
+        ),
+        # The ready path may run a one-token generation (SGLang, TensorRT-LLM): allow 10 s.
+        readiness=Probe(
+            path=launch.ready_path,
+            period_seconds=READINESS_PERIOD_SECONDS,
+            timeout_seconds=10,
+            failure_threshold=3,
+        ),
+        liveness=Probe(
+            path=launch.health_path,
+            period_seconds=LIVENESS_PERIOD_SECONDS,
+            timeout_seconds=5,
+            failure_threshold=3,
+        ),
+    )
+
+
+def _startup_budget_seconds(plan: DeploymentPlan, variant: Variant) -> int:
+    needed = [plan.target]
+    if variant == "speculative" and plan.draft_location is not None:
+        needed.append(plan.draft)
+    sizes = [c.weight_bytes for c in needed if c is not None and c.weight_bytes is not None]
+    if len(sizes) != len(needed):
+        return STARTUP_UNKNOWN_WEIGHTS_SECONDS
+    return STARTUP_BASE_SECONDS + math.ceil(sum(sizes) / 1024**3 * STARTUP_SECONDS_PER_GIB)
+
+
+def _model_cache(profile: Profile, cache: ModelCache) -> ModelCacheContext:
+    spec: dict[str, Any] = {
+        "accessModes": [cache.access_mode],
+        "resources": {"requests": {"storage": cache.size}},
+    }
+    if cache.storage_class is not None:
+        spec["storageClassName"] = cache.storage_class
+    labels = {
+        "app.kubernetes.io/name": profile.engine.name,
+        "app.kubernetes.io/instance": profile.metadata.name,
+        "app.kubernetes.io/component": "model-cache",
+        "app.kubernetes.io/part-of": profile.metadata.name,
+        **profile_selector(profile),
+    }
+    return ModelCacheContext(
+        metadata=_metadata(profile, _cache_name(profile), labels, {}), spec=spec
+    )
+
+
+def _cache_name(profile: Profile) -> str:
+    return f"{profile.metadata.name}-hf-cache"

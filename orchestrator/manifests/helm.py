@@ -1,0 +1,42 @@
+"""Helm values for charts/specdeploy: the same ManifestSet the Jinja templates render.
+
+`specdeploy render PROFILE --helm-values FILE` writes `helm_values(plan)`; the chart renders the
+same objects from it, and `values_schema()` is the chart's values.schema.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.manifests.context import ManifestSet, ModelCache, build_manifest_set
+from orchestrator.manifests.context import profile_model_cache as _profile_model_cache
+from orchestrator.pipeline import DeploymentPlan
+
+
+def helm_values(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> dict[str, Any]:
+    """Values for charts/specdeploy that render exactly the objects `render` writes."""
+    if cache is None and plan.profile is not None:
+        cache = _profile_model_cache(plan.profile)
+    return build_manifest_set(plan, cache=cache).values()
+
+
+def helm_values_yaml(plan: DeploymentPlan) -> str:
+    """`helm_values` as the YAML file `render --helm-values FILE` writes."""
+    header = "# Values for charts/specdeploy, written by `specdeploy render --helm-values`.\n"
+    return header + yaml.safe_dump(helm_values(plan), sort_keys=True, width=1_000_000)
+
+
+def values_schema() -> dict[str, Any]:
+    """The JSON Schema of the chart's values (charts/specdeploy/values.schema.json)."""
+    schema = ManifestSet.model_json_schema(by_alias=True, mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "specdeploy chart values (written by `specdeploy render --helm-values`)"
+    return schema
+
+
+def chart_dir() -> Path:
+    """charts/specdeploy in the repo checkout."""
+    return Path(__file__).resolve().parents[2] / "charts" / "specdeploy"
