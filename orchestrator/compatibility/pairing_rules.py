@@ -1,0 +1,579 @@
+"""Pairing rules: does the proposer checkpoint fit the target, on this engine, from metadata alone?
+
+Each rule compares one fact read up front into `CheckpointInfo` (no I/O here). When a needed fact
+is unknown the rule says so as an `info` finding with how to make it checkable; it never passes
+silently. A checkpoint that could not be resolved at all is reported once, by
+`checkpoint.unresolved`, and the other rules skip it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from orchestrator.checkpoint.compare import compare_tokenizers, normalise_model_name
+from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
+from orchestrator.checkpoint.resolution import looks_like_path
+from orchestrator.compatibility.rule import CompatContext, Finding, rule
+
+_UNCHECKED_WHY = (
+    "specdeploy could not check this from metadata, so a mismatch would first show at serving time"
+)
+_GENERATION_NAME = {"eagle1": "EAGLE-1/2", "eagle3": "EAGLE-3"}
+_UNPINNED = frozenset({"main", "master", "head"})
+
+
+def _draft_model(ctx: CompatContext) -> bool:
+    return ctx.method == "draft_model"
+
+
+def _eagle(ctx: CompatContext) -> bool:
+    return ctx.method in ("eagle", "eagle3")
+
+
+def _eagle3(ctx: CompatContext) -> bool:
+    return ctx.method == "eagle3"
+
+
+def _mtp(ctx: CompatContext) -> bool:
+    return ctx.method == "mtp"
+
+
+@rule(
+    "checkpoint.unresolved",
+    source="DESIGN.md §3 (resolution order: local directory, HF cache, hub, built-in catalog)",
+)
+def checkpoint_resolved(ctx: CompatContext) -> list[Finding]:
+    """Every pairing and memory check needs the checkpoint's metadata. A model specdeploy cannot
+    find anywhere allowed is an error, never a silent pass: the engine would fail (or worse, load
+    something else) only once the pod starts."""
+    return [_unresolved(u) for u in ctx.unresolved]
+
+
+def _unresolved(u: Unresolved) -> Finding:
+    rev = f" at revision {u.revision}" if u.revision else ""
+    if looks_like_path(u.model):
+        fix = (
+            f"fix the path in {u.field} (relative paths resolve against the profile's directory) "
+            "so it names a directory with config.json, or use a hub id (org/name)"
+        )
+    else:
+        revision_flag = f" --revision {u.revision}" if u.revision else ""
+        fix = (
+            f"download the metadata once: `huggingface-cli download {u.model}{revision_flag} "
+            "--include config.json 'tokenizer*' '*.index.json'`; or pin "
+            f"{u.field.rsplit('.', 1)[0]}.revision to a commit already in the cache; or set "
+            f"{u.field} to a local directory with config.json; or drop --offline / unset "
+            "HF_HUB_OFFLINE so the hub can be asked"
+        )
+    return _at(
+        u.field,
+        Finding.error(
+            what=f"{u.field}: {u.model}{rev} could not be resolved (tried: {'; '.join(u.tried)})",
+            why="without its config.json specdeploy cannot check the pairing or the memory budget",
+            fix=fix,
+        ),
+    )
+
+
+@rule(
+    "pairing.draft-tokenizer",
+    source="llama.cpp PR #3812 (per-token vocab check); catalog.md §A4 (same size, other tokens)",
+    applies=_draft_model,
+)
+def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
+    """The target verifies the draft's token ids directly, so both must mean the same strings by
+    the same ids. Equal vocab_size proves nothing (Llama-2 and Mistral both have 32000 tokens);
+    the comparison is by tokenizer file content, or by documented family for catalog models."""
+    target, draft = ctx.target, ctx.draft
+    if target is None or draft is None:
+        return None
+    cmp = compare_tokenizers(target, draft)
+    pair = f"proposer.model {draft.ref} vs target.model {target.ref}"
+    if cmp.verdict == "same":
+        return None
+    if cmp.verdict == "unknown":
+        return _cannot_check(f"{pair}: tokenizers not compared ({cmp.detail})", draft, target)
+    if cmp.verdict == "related":
+        return Finding.warning(
+            what=f"{pair}: tokenizers share their base vocabulary but differ in added or special "
+            f"tokens ({cmp.detail})",
+            why="the draft never proposes the tokens only the target has, so acceptance drops "
+            "wherever the target emits them (e.g. Qwen3 <think> tokens)",
+            fix=f"prefer a draft with exactly {target.ref}'s tokenizer (same model family and "
+            "release)",
+        )
+    return Finding.error(
+        what=f"{pair}: tokenizers differ ({cmp.detail})",
+        why="the target would verify ids that mean other strings to the draft: acceptance "
+        "collapses to about 1 token and speculation only adds latency",
+        fix=f"set proposer.model to a draft from {target.ref}'s model family (same tokenizer), "
+        "or set proposer.method: ngram",
+    )
+
+
+@rule(
+    "pairing.draft-vocab-size",
+    source="vLLM SpeculativeConfig.verify_equal_vocab_size_if_draft_model (vllm.md §2.4); "
+    "sglang_trtllm.md A2 (SGLang STANDALONE: no size check), B3 (TRT-LLM DraftTarget: shared "
+    "vocabulary, not enforced in code)",
+    applies=_draft_model,
+)
+def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
+    """vLLM refuses a draft_model whose vocab_size differs from the target's, even when only the
+    embedding padding differs (Qwen2.5-7B pads to 152064, 1.5B to 151936). SGLang (STANDALONE)
+    and TensorRT-LLM (DraftTarget) do not compare sizes: a padding-only difference of one
+    tokenizer is fine as long as the draft cannot propose ids past the target's vocabulary."""
+    target, draft = ctx.target, ctx.draft
+    if target is None or draft is None:
+        return None
+    tv, dv = target.vocab_size, draft.vocab_size
+    if tv is None or dv is None:
+        return _cannot_check("draft/target vocab_size unknown (config.json missing)", draft, target)
+    if tv == dv:
+        return None
+    what = (
+        f"proposer.model {draft.ref} vocab_size={dv} but target.model {target.ref} vocab_size={tv}"
+    )
+    verdict = compare_tokenizers(target, draft).verdict
+    if ctx.engine == "vllm":
+        padding_only = verdict in ("same", "related")
+        return Finding.error(
+            what=what,
+            why="vLLM refuses to start: draft_model requires equal vocab_size, padding included",
+            fix=f"choose a draft with vocab_size {tv}"
+            + (
+                ", or set engine.name: sglang (it accepts padding-only differences)"
+                if padding_only
+                else ""
+            )
+            + ", or set proposer.method: ngram",
+        )
+    if verdict == "different":
+        return None  # not a padding question: pairing.draft-tokenizer reports it
+    if verdict == "unknown":
+        return _cannot_check(
+            f"{what}; telling padding from a different vocabulary needs both tokenizers",
+            draft,
+            target,
+        )
+    if dv > tv:
+        return Finding.warning(
+            what=f"{what}: the draft can propose ids {tv}..{dv - 1} the target does not have",
+            why="those padding rows are untrained, so this is rare, but such an id would be "
+            "outside the target's embedding",
+            fix=f"choose a draft whose vocab_size is at most {tv}",
+        )
+    return None
+
+
+@rule(
+    "pairing.eagle-head-hidden-size",
+    source="vLLM llama_eagle3.py (fc input = target_hidden_size x 3); catalog.md §B4 #1; "
+    "vllm-project/vllm issue #18906",
+    applies=_eagle,
+)
+def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
+    """An EAGLE head reads the target's hidden states, so it only fits a target of the hidden
+    size it was trained on (`target_hidden_size`, else its own `hidden_size`). A head for another
+    width fails to load or, where shapes happen to fit, accepts almost nothing."""
+    target, head = ctx.target, _head(ctx)
+    if target is None or head is None:
+        return None  # unresolved or not a head: checkpoint.unresolved / pairing.eagle-generation
+    if head.target_hidden_size is None or target.hidden_size is None:
+        return _cannot_check("EAGLE head or target hidden size unknown", ctx.draft, target)
+    if head.target_hidden_size == target.hidden_size:
+        return None
+    return Finding.error(
+        what=f"proposer.model {_ref(ctx)} is a {_GENERATION_NAME[head.generation]} head built "
+        f"for hidden size {head.target_hidden_size} but target.model {target.ref} has "
+        f"hidden_size={target.hidden_size}",
+        why="the head cannot read this target's hidden states: load fails or acceptance is ~1",
+        fix=f"set proposer.model to an EAGLE head trained for {target.ref}, or set "
+        "proposer.method: ngram",
+    )
+
+
+@rule(
+    "pairing.eagle-head-vocab",
+    source="vLLM llama_eagle3.py (d2t offsets into the target vocab); catalog.md §B3, §B4 #2",
+    applies=_eagle,
+)
+def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
+    """A head's token ids must land in the target's vocabulary: its `vocab_size` must equal the
+    target's, and a reduced `draft_vocab_size` needs the `d2t` map that translates draft ids into
+    target ids (vLLM loads it as draft_id_to_target_id)."""
+    target, head = ctx.target, _head(ctx)
+    if target is None or head is None:
+        return None
+    if head.vocab_size is None or target.vocab_size is None:
+        return _cannot_check("EAGLE head or target vocab_size unknown", ctx.draft, target)
+    what = f"proposer.model {_ref(ctx)} head vocab_size={head.vocab_size}"
+    if head.vocab_size != target.vocab_size:
+        return Finding.error(
+            what=f"{what} but target.model {target.ref} vocab_size={target.vocab_size}",
+            why="the head predicts ids of another vocabulary: wrong tokens or an index error",
+            fix=f"set proposer.model to an EAGLE head trained for {target.ref}",
+        )
+    reduced = head.draft_vocab_size is not None and head.draft_vocab_size < head.vocab_size
+    if reduced and head.has_d2t is None:
+        return _cannot_check(
+            f"{what}, draft_vocab_size={head.draft_vocab_size}: d2t map not "
+            "checked (no weight index)",
+            ctx.draft,
+            target,
+        )
+    if reduced and head.has_d2t is False:
+        return Finding.error(
+            what=f"{what}, draft_vocab_size={head.draft_vocab_size}, but the weights have no d2t",
+            why="without d2t the engine cannot map draft ids back to target ids",
+            fix="use the head's full export (with d2t/t2d buffers) or another head",
+        )
+    return None
+
+
+@rule(
+    "pairing.eagle-generation",
+    source="sgl-project/sglang PR #21272 (EAGLE-3 head as EAGLE: accept length 1.0); vLLM "
+    "EagleLlamaForCausalLM vs Eagle3LlamaForCausalLM",
+    applies=lambda ctx: _eagle(ctx) and ctx.engine != "trtllm",
+)
+def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
+    """EAGLE-1/2 heads read one hidden state, EAGLE-3 heads three: a head of the other generation
+    either fails to load or runs with acceptance ~1.0. TensorRT-LLM is left to
+    engine.trtllm-eagle-checkpoint (it serves EAGLE-3 only and maps `Eagle` onto it)."""
+    draft = ctx.draft
+    if draft is None:
+        return None
+    wanted = "eagle3" if ctx.method == "eagle3" else "eagle1"
+    head = draft.eagle
+    if head is None:
+        return _not_a_head(ctx, draft)
+    if head.generation == wanted:
+        return None
+    method = "eagle3" if head.generation == "eagle3" else "eagle"
+    return Finding.error(
+        what=f"proposer.method: {ctx.method} but proposer.model {draft.ref} is an "
+        f"{_GENERATION_NAME[head.generation]} head ({head.format} format)",
+        why="the engine builds the other head architecture: load fails or acceptance is ~1.0",
+        fix=f"set proposer.method: {method}, or use an {_GENERATION_NAME[wanted]} head",
+    )
+
+
+@rule(
+    "pairing.eagle-aux-layers",
+    source="catalog.md §B3 (valid ids 0..num_hidden_layers); sgl-project/sglang PR #32334",
+    applies=_eagle3,
+)
+def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
+    """EAGLE-3 heads read hidden states of chosen target layers. Ids beyond the target's layer
+    count mean the head was trained on a deeper target (e.g. a gpt-oss-120b head, ids up to 36,
+    on the 24-layer gpt-oss-20b). Without explicit ids the engine's in-range defaults apply."""
+    target, head = ctx.target, _head(ctx)
+    if target is None or head is None or head.aux_layer_ids is None:
+        return None
+    layers = target.num_hidden_layers
+    if layers is None:
+        return _cannot_check("target num_hidden_layers unknown", ctx.draft, target)
+    outside = [i for i in head.aux_layer_ids if not 0 <= i <= layers]
+    if not outside:
+        return None
+    return Finding.error(
+        what=f"proposer.model {_ref(ctx)} reads target layers {list(head.aux_layer_ids)} but "
+        f"target.model {target.ref} has num_hidden_layers={layers} (out of range: {outside})",
+        why="the head was trained for a deeper target; it fails to load or accepts ~nothing",
+        fix=f"set proposer.model to an EAGLE-3 head trained for {target.ref}",
+    )
+
+
+@rule(
+    "pairing.speculators-verifier",
+    source="vllm-project/speculators src/speculators/config.py VerifierConfig; catalog.md B4",
+    applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
+)
+def speculators_verifier_matches(ctx: CompatContext) -> Finding | None:
+    """A speculators-format head records the verifier it was trained against. The field is
+    user-supplied and often a local path or a quantized variant's name, so names are normalised
+    (last two path parts, lower case, quantization suffixes removed) and a mismatch only warns."""
+    target, head = ctx.target, _head(ctx)
+    if target is None or head is None or head.format != "speculators":
+        return None
+    if head.verifier_name is None:
+        return _cannot_check("speculators config names no verifier", ctx.draft, target)
+    v_org, v_name = normalise_model_name(head.verifier_name)
+    t_org, t_name = normalise_model_name(target.ref)
+    org_differs = v_org is not None and t_org is not None and target.source != "local"
+    archs = head.verifier_architectures and target.architectures
+    if (
+        v_name == t_name
+        and not (org_differs and v_org != t_org)
+        and not (archs and set(head.verifier_architectures) != set(target.architectures))
+    ):
+        return None
+    return Finding.warning(
+        what=f"proposer.model {_ref(ctx)} names verifier {head.verifier_name!r} "
+        f"({list(head.verifier_architectures)}) but target.model is {target.ref} "
+        f"({list(target.architectures)})",
+        why="a head trained against another verifier usually accepts far fewer tokens",
+        fix=f"use the speculator trained for {target.ref}, or ignore this warning if "
+        f"{target.ref} is the same model under another name",
+    )
+
+
+@rule(
+    "pairing.mtp-layers",
+    source="vllm.md §2.3 (MTP config keys per family); sglang_trtllm.md B3 (TRT-LLM MTP)",
+    applies=_mtp,
+)
+def mtp_layers_declared(ctx: CompatContext) -> Finding | None:
+    """method: mtp drafts with the target's own multi-token-prediction layers; a config that
+    declares none (num_nextn_predict_layers, mtp_num_hidden_layers, num_mtp_modules) has nothing
+    to draft with, and the engine refuses it."""
+    target = ctx.target
+    if target is None:
+        return None
+    if "mtp_layers" in target.unverified or "config.json" in target.missing:
+        return _cannot_check("MTP layer count unknown", target, None)
+    if target.mtp_layers > 0:
+        return None
+    return Finding.error(
+        what=f"proposer.method: mtp but target.model {target.ref} declares no MTP layers "
+        "(no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules)",
+        why="there are no MTP layers to draft with; the engine refuses to start",
+        fix="choose a target that ships MTP layers (e.g. XiaomiMiMo/MiMo-7B-Base), or set "
+        "proposer.method: ngram (or eagle3 with a head trained for this target)",
+    )
+
+
+@rule(
+    "pairing.mtp-weights",
+    source="MiniMax-AI/MiniMax-M2 issue #47, MiniMax-M2.5 issue #8 (MTP in config, no weights)",
+    applies=lambda ctx: _mtp(ctx) and ctx.target is not None and ctx.target.mtp_layers > 0,
+)
+def mtp_weights_present(ctx: CompatContext) -> Finding | None:
+    """A config can declare MTP layers whose weights were never published; the engine then
+    fails only when it loads the checkpoint. The weight index shows whether they exist."""
+    target = ctx.target
+    assert target is not None  # guaranteed by applies
+    if target.mtp_tensor_count is None:
+        return _cannot_check(
+            "no model.safetensors.index.json to look for MTP tensors", target, None
+        )
+    if target.mtp_tensor_count > 0:
+        return None
+    return Finding.error(
+        what=f"target.model {target.ref} declares {target.mtp_layers} MTP layer(s) but its "
+        "weight index has no MTP tensors (no mtp/nextn names, no layers past num_hidden_layers)",
+        why="the engine fails at load time when it looks for the MTP weights",
+        fix="use a checkpoint that publishes its MTP weights, or set proposer.method: ngram",
+    )
+
+
+@rule(
+    "pairing.revision-pinned",
+    source="Kaito preset catalog (models pinned to Hugging Face commits); DESIGN.md §2",
+)
+def revisions_pinned(ctx: CompatContext) -> list[Finding]:
+    """A hub model without a pinned commit can change under a running deployment: a new upload
+    may change the tokenizer or the head and silently break the pairing that was validated."""
+    found = []
+    for field, model, revision, info in _models(ctx):
+        if _is_local(model, info) or (revision and revision.lower() not in _UNPINNED):
+            continue
+        sha = f" (the cached snapshot is {info.revision})" if info and info.revision else ""
+        found.append(
+            _at(
+                field,
+                Finding.warning(
+                    what=f"{field}: {model} has no pinned revision",
+                    why="a new upload to the repository can change the validated pairing",
+                    fix=f"set {field.rsplit('.', 1)[0]}.revision to a commit sha{sha}",
+                ),
+            )
+        )
+    return found
+
+
+@rule(
+    "engine.trtllm-eagle-checkpoint",
+    source="NVIDIA/TensorRT-LLM docs/source/features/speculative-decoding.md (EAGLE v1/v2 "
+    "checkpoints are not compatible); sglang_trtllm.md B2",
+    applies=lambda ctx: ctx.engine == "trtllm" and _eagle(ctx),
+)
+def trtllm_eagle_checkpoint(ctx: CompatContext) -> Finding | None:
+    """TensorRT-LLM's PyTorch backend serves EAGLE-3 heads only; `Eagle` is an alias converted to
+    Eagle3, so an EAGLE-1/2 checkpoint cannot be served whichever method is written."""
+    draft = ctx.draft
+    if draft is None:
+        return None
+    if draft.eagle is None:
+        return _not_a_head(ctx, draft)
+    if draft.eagle.generation == "eagle3":
+        return None
+    return Finding.error(
+        what=f"engine.name: trtllm with proposer.model {draft.ref}, an EAGLE-1/2 head",
+        why="TensorRT-LLM loads only EAGLE-3 heads; this checkpoint is incompatible",
+        fix="set proposer.model to an EAGLE-3 head for the target (proposer.method: eagle3), "
+        "or set engine.name: vllm or sglang, which serve EAGLE-1 heads",
+    )
+
+
+@rule(
+    "engine.tensor-parallel-shape",
+    source="vLLM QKVParallelLinear (heads split by TP; KV heads split, or replicated when "
+    "tp > kv heads and tp % kv == 0); SGLang uses the same layer",
+)
+def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
+    """Tensor parallelism splits attention heads across GPUs, so the query heads must divide by
+    the TP size. KV heads are split the same way, or replicated when there are fewer of them than
+    GPUs, which needs tp to be a multiple of the KV-head count."""
+    tp = ctx.profile.hardware.tensor_parallel_size
+    draft_tp = ctx.profile.proposer.draft_tensor_parallel_size or tp
+    checks = [("target.model", ctx.target, tp)]
+    if ctx.method in ("draft_model", "eagle", "eagle3"):
+        checks.append(("proposer.model", ctx.draft, draft_tp))
+    return [f for field, info, size in checks if info and (f := _tp_finding(field, info, size))]
+
+
+def _tp_finding(field: str, info: CheckpointInfo, tp: int) -> Finding | None:
+    heads, kv = info.num_attention_heads, info.kv_heads
+    if heads is None or kv is None:
+        return _at(field, _cannot_check(f"{field} attention head counts unknown", info, None))
+    kv_ok = kv % tp == 0 if kv >= tp else tp % kv == 0
+    if heads % tp == 0 and kv_ok:
+        return None
+    setting = (
+        "proposer.draft_tensor_parallel_size"
+        if field == "proposer.model"
+        else ("hardware.tensor_parallel_size")
+    )
+    fits = [n for n in (1, 2, 4, 8, 16) if heads % n == 0 and (kv % n == 0 or n % kv == 0)]
+    return _at(
+        field,
+        Finding.error(
+            what=f"{field} {info.ref} has {heads} attention heads and {kv} KV heads, which "
+            f"tensor parallel size {tp} cannot split evenly",
+            why="the engine asserts divisible head counts when it builds the attention layers",
+            fix=f"set {setting} to one of {fits}",
+        ),
+    )
+
+
+@rule(
+    "serving.max-model-len",
+    source="vLLM _get_and_verify_max_len (vllm/config/model.py: rope_scaling extends "
+    "max_position_embeddings); vllm.md §9 item 14",
+)
+def max_model_len_supported(ctx: CompatContext) -> list[Finding]:
+    """A max_model_len above what the target's positions (with any RoPE scaling its config
+    declares) support is refused at start-up or degrades quality. A draft LM with a shorter
+    limit stops helping on long sequences (vLLM caps the draft at its own limit)."""
+    length = ctx.profile.serving.max_model_len
+    found: list[Finding] = []
+    if ctx.target is not None:
+        found += _length_finding("target.model", ctx.target, length, error=True)
+    if ctx.draft is not None and _draft_model(ctx):
+        found += _length_finding("proposer.model", ctx.draft, length, error=False)
+    return found
+
+
+def _length_finding(field: str, info: CheckpointInfo, length: int, *, error: bool) -> list[Finding]:
+    limit = info.max_context
+    if limit is None:
+        return [_at(field, _cannot_check(f"{field} max_position_embeddings unknown", info, None))]
+    if length <= limit:
+        return []
+    rope = f", rope_scaling {info.rope_type} x{info.rope_scaling_factor}" if info.rope_type else ""
+    what = (
+        f"serving.max_model_len={length} exceeds {field} {info.ref} limit {limit} "
+        f"(max_position_embeddings={info.max_position_embeddings}{rope})"
+    )
+    if not error:
+        why = "the draft runs only up to its own limit, so long sequences lose speculation"
+        fix = f"lower serving.max_model_len to {limit}, or choose a draft with a longer context"
+        return [_at(field, Finding.warning(what=what, why=why, fix=fix))]
+    why = "the engine refuses a context longer than the model's positions (or quality degrades)"
+    fix = (
+        f"set serving.max_model_len: {limit} (or lower), or use a checkpoint whose config "
+        "declares RoPE scaling for longer contexts"
+    )
+    return [_at(field, Finding.error(what=what, why=why, fix=fix))]
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+
+def _head(ctx: CompatContext) -> EagleHeadInfo | None:
+    return ctx.draft.eagle if ctx.draft is not None else None
+
+
+def _ref(ctx: CompatContext) -> str:
+    return ctx.draft.ref if ctx.draft is not None else "(unresolved)"
+
+
+def _not_a_head(ctx: CompatContext, draft: CheckpointInfo) -> Finding:
+    layers = draft.num_hidden_layers
+    if layers is not None and layers > 1:
+        return Finding.error(
+            what=f"proposer.method: {ctx.method} but proposer.model {draft.ref} is a "
+            f"{layers}-layer language model with no EAGLE markers in config.json",
+            why="the engine would build an EAGLE head from a full model: load fails",
+            fix="set proposer.method: draft_model to use it as a draft LM, or set proposer.model "
+            "to an EAGLE head trained for the target",
+        )
+    return _cannot_check("proposer.model not recognised as an EAGLE head", draft, None)
+
+
+def _cannot_check(
+    what: str, first: CheckpointInfo | None, second: CheckpointInfo | None
+) -> Finding:
+    refs = [i for i in (first, second) if i is not None]
+    missing = "; ".join(f"{i.ref} lacks {', '.join(i.missing) or 'the field'}" for i in refs)
+    hub = next((i.ref for i in refs if i.source in ("catalog", "hub", "hf-cache")), None)
+    download = (
+        f"`huggingface-cli download {hub} --include config.json 'tokenizer*' '*.index.json'` "
+        "(then validate without --offline or with the cache), or "
+        if hub
+        else ""
+    )
+    return Finding.info(
+        what=f"not checked: {what} ({missing or 'no metadata'})",
+        why=_UNCHECKED_WHY,
+        fix=f"make the metadata available: {download}point the model at a local directory "
+        "with config.json, tokenizer.json and model.safetensors.index.json",
+    )
+
+
+def _models(ctx: CompatContext) -> list[tuple[str, str, str | None, CheckpointInfo | None]]:
+    profile = ctx.profile
+    models = [("target.model", profile.target.model, profile.target.revision, ctx.target)]
+    if profile.proposer.model is not None:
+        models.append(
+            ("proposer.model", profile.proposer.model, profile.proposer.revision, ctx.draft)
+        )
+    return models
+
+
+def _is_local(model: str, info: CheckpointInfo | None) -> bool:
+    return (info is not None and info.source == "local") or looks_like_path(model)
+
+
+def _at(field: str, finding: Finding) -> Finding:
+    return replace(finding, field=field)
+
+
+RULES = (
+    checkpoint_resolved,
+    draft_tokenizer_matches,
+    draft_vocab_size_matches,
+    eagle_head_hidden_size_matches,
+    eagle_head_vocab_matches,
+    eagle_generation_matches,
+    eagle_aux_layers_exist,
+    speculators_verifier_matches,
+    mtp_layers_declared,
+    mtp_weights_present,
+    revisions_pinned,
+    trtllm_eagle_checkpoint,
+    tensor_parallel_shape,
+    max_model_len_supported,
+)

@@ -1,0 +1,594 @@
+"""Pairing rules: one Test<Rule> class each, with fires / passes / does-not-apply / cannot-check.
+
+Checkpoints come from tests/fixtures/checkpoints (trimmed real configs, generated tokenizers and
+indexes), the built-in catalog, or small factories. No test touches the network.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.checkpoint.catalog import catalog_info
+from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
+from orchestrator.checkpoint.reading import read_checkpoint_dir
+from orchestrator.checkpoint.resolution import CheckpointResolver
+from orchestrator.compatibility.pairing_rules import (
+    RULES,
+    checkpoint_resolved,
+    draft_tokenizer_matches,
+    draft_vocab_size_matches,
+    eagle_aux_layers_exist,
+    eagle_generation_matches,
+    eagle_head_hidden_size_matches,
+    eagle_head_vocab_matches,
+    max_model_len_supported,
+    mtp_layers_declared,
+    mtp_weights_present,
+    revisions_pinned,
+    speculators_verifier_matches,
+    tensor_parallel_shape,
+    trtllm_eagle_checkpoint,
+)
+from orchestrator.compatibility.rule import CompatContext, Finding, run_rules
+from orchestrator.engines.capabilities import release_for
+from orchestrator.profile.loading import parse_profile
+from orchestrator.profile.schema import EngineName
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoints"
+VERSIONS: dict[EngineName, str] = {"vllm": "0.32.0", "sglang": "0.5.23", "trtllm": "1.2.0"}
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+@functools.cache
+def fixture(slug: str, ref: str | None = None) -> CheckpointInfo:
+    path = FIXTURES / slug
+    return read_checkpoint_dir(
+        path, ref=ref or f"./{slug}", source="local", location=str(path), revision=None
+    )
+
+
+def catalog(model: str) -> CheckpointInfo:
+    info = catalog_info(model)
+    assert info is not None, model
+    return info
+
+
+def ckpt(**fields: Any) -> CheckpointInfo:
+    base: dict[str, Any] = {
+        "ref": "org/model",
+        "source": "local",
+        "location": "/models/model",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 32768,
+    }
+    return CheckpointInfo(**{**base, **fields})
+
+
+def head(**fields: Any) -> EagleHeadInfo:
+    base: dict[str, Any] = {
+        "generation": "eagle3",
+        "format": "raw",
+        "hidden_size": 4096,
+        "target_hidden_size": 4096,
+        "vocab_size": 128256,
+        "draft_vocab_size": 32000,
+        "has_d2t": True,
+        "aux_layer_ids": None,
+    }
+    return EagleHeadInfo(**{**base, **fields})
+
+
+def context(
+    method: str = "draft_model",
+    engine: EngineName = "vllm",
+    *,
+    target: CheckpointInfo | None = None,
+    draft: CheckpointInfo | None = None,
+    unresolved: tuple[Unresolved, ...] = (),
+    target_model: str = "./target",
+    draft_model: str = "./draft",
+    target_revision: str | None = None,
+    draft_revision: str | None = None,
+    tp: int = 1,
+    draft_tp: int | None = None,
+    max_model_len: int = 8192,
+) -> CompatContext:
+    proposer: dict[str, Any] = {"method": method}
+    if method in ("draft_model", "eagle", "eagle3"):
+        proposer |= {"model": draft_model, "revision": draft_revision}
+        proposer["draft_tensor_parallel_size"] = draft_tp
+    doc = {
+        "apiVersion": "specdeploy/v1",
+        "kind": "SpeculativeDeployment",
+        "metadata": {"name": "x"},
+        "engine": {"name": engine, "version": VERSIONS[engine]},
+        "target": {"model": target_model, "revision": target_revision},
+        "proposer": proposer,
+        "hardware": {"tensor_parallel_size": tp},
+        "serving": {"max_model_len": max_model_len},
+    }
+    return CompatContext(
+        profile=parse_profile(yaml.safe_dump(doc)),
+        release=release_for(engine, VERSIONS[engine]),
+        target=target,
+        draft=draft,
+        unresolved=unresolved,
+    )
+
+
+def one(findings: list[Finding]) -> Finding:
+    assert len(findings) == 1, findings
+    return findings[0]
+
+
+def test_rule_ids_are_the_contract() -> None:
+    assert {r.id for r in RULES} == {
+        "checkpoint.unresolved", "pairing.draft-tokenizer", "pairing.draft-vocab-size",
+        "pairing.eagle-head-hidden-size", "pairing.eagle-head-vocab", "pairing.eagle-generation",
+        "pairing.eagle-aux-layers", "pairing.speculators-verifier", "pairing.mtp-layers",
+        "pairing.mtp-weights", "pairing.revision-pinned", "engine.trtllm-eagle-checkpoint",
+        "engine.tensor-parallel-shape", "serving.max-model-len",
+    }  # fmt: skip
+    assert all(r.source and r.doc for r in RULES)
+
+
+class TestCheckpointResolved:
+    def test_unknown_hub_id_offline_is_an_error_with_a_download_fix(self, tmp_path: Path) -> None:
+        resolver = CheckpointResolver(base_dir=tmp_path, offline=True, hf_cache=tmp_path / "hub")
+        unresolved = resolver.resolve("proposer.model", "acme/no-such-model", None)
+        assert isinstance(unresolved, Unresolved)
+        ctx = context(target=fixture("qwen3-8b"), unresolved=(unresolved,))
+        finding = one(checkpoint_resolved(ctx))
+        assert finding.severity == "error" and finding.exit_code == 4
+        assert finding.rule == "checkpoint.unresolved" and finding.field == "proposer.model"
+        assert "acme/no-such-model" in finding.what and "offline" in finding.what
+        assert "huggingface-cli download acme/no-such-model" in finding.fix
+        assert "--offline" in finding.fix and "proposer.revision" in finding.fix
+
+    def test_missing_local_directory_says_to_fix_the_path(self) -> None:
+        missing = Unresolved("target.model", "./models/gone", None, ("local directory: gone",))
+        finding = one(checkpoint_resolved(context(unresolved=(missing,))))
+        assert "fix the path in target.model" in finding.fix
+
+    def test_passes_when_everything_resolved(self) -> None:
+        assert checkpoint_resolved(context(target=fixture("qwen3-8b"))) == []
+
+
+class TestDraftTokenizerMatches:
+    def test_two_32000_token_tokenizers_with_other_tokens_are_refused(self) -> None:
+        target, draft = fixture("llama2-style-32k"), fixture("mistral-style-32k")
+        assert target.vocab_size == draft.vocab_size == 32000
+        finding = one(draft_tokenizer_matches(context(target=target, draft=draft)))
+        assert finding.severity == "error" and finding.exit_code == 4
+        assert "32000 tokens" in finding.what and "tokenizers differ" in finding.what
+        assert "proposer.method: ngram" in finding.fix
+
+    def test_passes_for_one_tokenizer_with_other_padding(self) -> None:
+        target, draft = fixture("qwen2.5-7b-instruct"), fixture("qwen2.5-1.5b-instruct")
+        assert draft_tokenizer_matches(context(target=target, draft=draft)) == []
+
+    def test_added_tokens_only_is_a_warning(self) -> None:
+        target, draft = fixture("qwen3-8b"), fixture("qwen2.5-1.5b-instruct")
+        finding = one(draft_tokenizer_matches(context(target=target, draft=draft)))
+        assert finding.severity == "warning" and "same base vocabulary" in finding.what
+
+    def test_catalog_models_compare_by_documented_family(self) -> None:
+        ctx = context(target=catalog("Qwen/Qwen3-8B"), draft=catalog("Qwen/Qwen3-0.6B"))
+        assert draft_tokenizer_matches(ctx) == []
+        ctx = context(
+            target=catalog("meta-llama/Llama-3.1-8B-Instruct"), draft=catalog("Qwen/Qwen3-0.6B")
+        )
+        finding = one(draft_tokenizer_matches(ctx))
+        assert finding.severity == "error"
+        assert "documented tokenizer family" in finding.what and "not file content" in finding.what
+
+    def test_does_not_apply_to_eagle3(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama2-style-32k"), draft=fixture("mistral-style-32k")
+        )
+        assert draft_tokenizer_matches(ctx) == []
+
+    def test_cannot_check_without_tokenizer_files(self) -> None:
+        ctx = context(
+            target=fixture("qwen3-8b"), draft=ckpt(ref="./bare", missing=("tokenizer.json",))
+        )
+        finding = one(draft_tokenizer_matches(ctx))
+        assert finding.severity == "info" and "not checked" in finding.what
+        assert "tokenizer.json" in finding.what and "local directory" in finding.fix
+
+
+class TestDraftVocabSizeMatches:
+    def test_vllm_refuses_qwen25_7b_with_15b_draft(self) -> None:
+        target, draft = fixture("qwen2.5-7b-instruct"), fixture("qwen2.5-1.5b-instruct")
+        finding = one(draft_vocab_size_matches(context(target=target, draft=draft)))
+        assert finding.severity == "error" and finding.exit_code == 4
+        assert "vocab_size=151936" in finding.what and "vocab_size=152064" in finding.what
+        assert "engine.name: sglang" in finding.fix
+
+    def test_sglang_accepts_the_same_pair_with_no_pairing_error(self) -> None:
+        target, draft = fixture("qwen2.5-7b-instruct"), fixture("qwen2.5-1.5b-instruct")
+        ctx = context(engine="sglang", target=target, draft=draft)
+        assert draft_vocab_size_matches(ctx) == []
+        errors = [f for f in run_rules(RULES, ctx, frozenset()) if f.severity == "error"]
+        assert errors == []
+
+    def test_trtllm_warns_when_the_draft_vocab_is_larger(self) -> None:
+        target, draft = fixture("qwen2.5-1.5b-instruct"), fixture("qwen2.5-7b-instruct")
+        finding = one(
+            draft_vocab_size_matches(context(engine="trtllm", target=target, draft=draft))
+        )
+        assert finding.severity == "warning" and "151936..152063" in finding.what
+        same_direction = context(engine="trtllm", target=draft, draft=target)
+        assert draft_vocab_size_matches(same_direction) == []
+
+    def test_passes_when_sizes_match(self) -> None:
+        ctx = context(target=catalog("Qwen/Qwen3-8B"), draft=catalog("Qwen/Qwen3-0.6B"))
+        assert draft_vocab_size_matches(ctx) == []
+
+    def test_does_not_apply_to_ngram(self) -> None:
+        ctx = context("ngram", target=fixture("qwen2.5-7b-instruct"), draft=None)
+        assert draft_vocab_size_matches(ctx) == []
+
+    def test_cannot_check_without_sizes(self) -> None:
+        ctx = context(target=fixture("qwen3-8b"), draft=ckpt(vocab_size=None))
+        assert one(draft_vocab_size_matches(ctx)).severity == "info"
+
+    def test_sglang_cannot_tell_padding_without_tokenizers(self) -> None:
+        ctx = context(
+            engine="sglang", target=ckpt(vocab_size=152064), draft=ckpt(vocab_size=151936)
+        )
+        finding = one(draft_vocab_size_matches(ctx))
+        assert finding.severity == "info" and "padding" in finding.what
+
+
+class TestEagleHeadHiddenSizeMatches:
+    def test_a_4096_head_on_an_8192_target_is_refused(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-70b-instruct"), draft=fixture("eagle3-llama3.1-8b")
+        )
+        finding = one(eagle_head_hidden_size_matches(ctx))
+        assert finding.severity == "error" and finding.exit_code == 4
+        assert "hidden size 4096" in finding.what and "hidden_size=8192" in finding.what
+
+    def test_passes_on_the_target_it_was_trained_for(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle3-llama3.1-8b")
+        )
+        assert eagle_head_hidden_size_matches(ctx) == []
+
+    def test_does_not_apply_to_draft_models(self) -> None:
+        ctx = context(target=fixture("llama-3.1-70b-instruct"), draft=fixture("eagle3-llama3.1-8b"))
+        assert eagle_head_hidden_size_matches(ctx) == []
+
+    def test_cannot_check_an_unknown_head_width(self) -> None:
+        draft = catalog("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B")
+        ctx = context("eagle3", target=catalog("meta-llama/Llama-3.3-70B-Instruct"), draft=draft)
+        finding = one(eagle_head_hidden_size_matches(ctx))
+        assert finding.severity == "info" and "huggingface-cli download" in finding.fix
+
+
+class TestEagleHeadVocabMatches:
+    def test_a_llama_head_on_a_qwen_target_is_refused(self) -> None:
+        ctx = context("eagle3", target=fixture("qwen3-8b"), draft=fixture("eagle3-llama3.1-8b"))
+        finding = one(eagle_head_vocab_matches(ctx))
+        assert finding.severity == "error" and "vocab_size=128256" in finding.what
+        assert "vocab_size=151936" in finding.what
+
+    def test_reduced_vocab_without_d2t_is_refused(self) -> None:
+        draft = ckpt(eagle=head(has_d2t=False))
+        ctx = context("eagle3", target=fixture("llama-3.1-8b-instruct"), draft=draft)
+        finding = one(eagle_head_vocab_matches(ctx))
+        assert finding.severity == "error" and "no d2t" in finding.what
+
+    def test_passes_with_a_d2t_map(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle3-llama3.1-8b")
+        )
+        assert eagle_head_vocab_matches(ctx) == []
+
+    def test_does_not_apply_to_mtp(self) -> None:
+        assert eagle_head_vocab_matches(context("mtp", target=fixture("mimo-7b-base"))) == []
+
+    def test_cannot_check_d2t_without_an_index(self) -> None:
+        draft = ckpt(eagle=head(has_d2t=None))
+        ctx = context("eagle3", target=fixture("llama-3.1-8b-instruct"), draft=draft)
+        assert one(eagle_head_vocab_matches(ctx)).severity == "info"
+
+
+class TestEagleGenerationMatches:
+    def test_an_eagle1_head_with_method_eagle3_is_refused(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle1-llama3.1-8b")
+        )
+        finding = one(eagle_generation_matches(ctx))
+        assert finding.severity == "error" and "EAGLE-1/2 head" in finding.what
+        assert "proposer.method: eagle" in finding.fix
+
+    def test_an_eagle3_head_with_method_eagle_is_refused(self) -> None:
+        ctx = context(
+            "eagle",
+            "sglang",
+            target=fixture("llama-3.1-8b-instruct"),
+            draft=fixture("eagle3-llama3.1-8b"),
+        )
+        assert "EAGLE-3 head" in one(eagle_generation_matches(ctx)).what
+
+    def test_passes_when_generations_agree(self) -> None:
+        ctx = context(
+            "eagle", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle1-llama3.1-8b")
+        )
+        assert eagle_generation_matches(ctx) == []
+
+    def test_a_full_language_model_is_not_a_head(self) -> None:
+        ctx = context("eagle3", target=fixture("qwen3-8b"), draft=fixture("qwen3-0.6b"))
+        finding = one(eagle_generation_matches(ctx))
+        assert finding.severity == "error" and "28-layer language model" in finding.what
+        assert "proposer.method: draft_model" in finding.fix
+
+    def test_does_not_apply_on_trtllm_or_to_draft_models(self) -> None:
+        draft = fixture("eagle1-llama3.1-8b")
+        target = fixture("llama-3.1-8b-instruct")
+        assert (
+            eagle_generation_matches(context("eagle3", "trtllm", target=target, draft=draft)) == []
+        )
+        assert eagle_generation_matches(context(target=target, draft=draft)) == []
+
+    def test_cannot_check_without_config(self) -> None:
+        draft = ckpt(num_hidden_layers=None, missing=("config.json",))
+        ctx = context("eagle3", target=fixture("llama-3.1-8b-instruct"), draft=draft)
+        assert one(eagle_generation_matches(ctx)).severity == "info"
+
+
+class TestEagleAuxLayersExist:
+    def test_ids_past_the_target_depth_are_refused(self) -> None:
+        draft = ckpt(eagle=head(aux_layer_ids=(1, 17, 33)))
+        ctx = context("eagle3", target=ckpt(num_hidden_layers=24), draft=draft)
+        finding = one(eagle_aux_layers_exist(ctx))
+        assert finding.severity == "error" and "[33]" in finding.what
+
+    def test_passes_within_range_including_the_boundary_index(self) -> None:
+        draft = ckpt(eagle=head(aux_layer_ids=(2, 12, 24)))
+        assert (
+            eagle_aux_layers_exist(
+                context("eagle3", target=ckpt(num_hidden_layers=24), draft=draft)
+            )
+            == []
+        )
+
+    def test_passes_without_explicit_ids(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle3-llama3.1-8b")
+        )
+        assert eagle_aux_layers_exist(ctx) == []
+
+    def test_does_not_apply_to_eagle1(self) -> None:
+        draft = ckpt(eagle=head(generation="eagle1", aux_layer_ids=(99,)))
+        assert eagle_aux_layers_exist(context("eagle", target=ckpt(), draft=draft)) == []
+
+    def test_cannot_check_unknown_target_depth(self) -> None:
+        draft = ckpt(eagle=head(aux_layer_ids=(1, 2, 3)))
+        ctx = context("eagle3", target=ckpt(num_hidden_layers=None), draft=draft)
+        assert one(eagle_aux_layers_exist(ctx)).severity == "info"
+
+
+class TestSpeculatorsVerifierMatches:
+    def test_passes_when_the_normalised_verifier_path_names_the_target(self) -> None:
+        target = fixture("llama-3.1-8b-instruct", ref="meta-llama/Llama-3.1-8B-Instruct")
+        target = replace(target, source="hf-cache")
+        ctx = context("eagle3", target=target, draft=fixture("speculators-llama3.1-8b-eagle3"))
+        assert speculators_verifier_matches(ctx) == []
+
+    def test_passes_for_a_local_target_with_the_same_name(self) -> None:
+        target = fixture("llama-3.1-8b-instruct", ref="./models/Llama-3.1-8B-Instruct-FP8")
+        ctx = context("eagle3", target=target, draft=fixture("speculators-llama3.1-8b-eagle3"))
+        assert speculators_verifier_matches(ctx) == []
+
+    def test_warns_for_another_verifier(self) -> None:
+        ctx = context(
+            "eagle3",
+            target=catalog("Qwen/Qwen3-8B"),
+            draft=fixture("speculators-llama3.1-8b-eagle3"),
+        )
+        finding = one(speculators_verifier_matches(ctx))
+        assert finding.severity == "warning" and "Llama-3.1-8B-Instruct" in finding.what
+
+    def test_does_not_apply_to_raw_heads(self) -> None:
+        ctx = context(
+            "eagle3", target=catalog("Qwen/Qwen3-8B"), draft=fixture("eagle3-llama3.1-8b")
+        )
+        assert speculators_verifier_matches(ctx) == []
+
+    def test_cannot_check_without_a_verifier(self) -> None:
+        draft = ckpt(eagle=head(format="speculators", verifier_name=None))
+        assert (
+            one(
+                speculators_verifier_matches(context("eagle3", target=ckpt(), draft=draft))
+            ).severity
+            == "info"
+        )
+
+
+class TestMtpLayersDeclared:
+    def test_mtp_on_qwen3_8b_is_refused(self) -> None:
+        finding = one(mtp_layers_declared(context("mtp", target=fixture("qwen3-8b"))))
+        assert finding.severity == "error" and finding.exit_code == 4
+        assert "declares no MTP layers" in finding.what
+
+    def test_passes_for_mimo(self) -> None:
+        assert mtp_layers_declared(context("mtp", target=fixture("mimo-7b-base"))) == []
+
+    def test_does_not_apply_to_draft_models(self) -> None:
+        assert (
+            mtp_layers_declared(context(target=fixture("qwen3-8b"), draft=fixture("qwen3-0.6b")))
+            == []
+        )
+
+    def test_cannot_check_an_unverified_catalog_count(self) -> None:
+        ctx = context("mtp", target=catalog("Qwen/Qwen3-Next-80B-A3B-Instruct"))
+        assert one(mtp_layers_declared(ctx)).severity == "info"
+
+
+class TestMtpWeightsPresent:
+    def test_declared_layers_without_tensors_are_refused(self) -> None:
+        finding = one(mtp_weights_present(context("mtp", target=fixture("mimo-7b-no-mtp-weights"))))
+        assert finding.severity == "error" and "1 MTP layer(s)" in finding.what
+
+    def test_passes_when_the_index_has_mtp_tensors(self) -> None:
+        assert mtp_weights_present(context("mtp", target=fixture("mimo-7b-base"))) == []
+
+    def test_does_not_apply_without_declared_layers(self) -> None:
+        assert mtp_weights_present(context("mtp", target=fixture("qwen3-8b"))) == []
+
+    def test_cannot_check_without_an_index(self) -> None:
+        finding = one(
+            mtp_weights_present(context("mtp", target=catalog("XiaomiMiMo/MiMo-7B-Base")))
+        )
+        assert finding.severity == "info" and "index" in finding.what
+
+
+class TestRevisionsPinned:
+    def test_unpinned_hub_models_warn_with_the_cached_sha(self) -> None:
+        target = replace(catalog("Qwen/Qwen3-8B"), source="hf-cache", revision=SHA)
+        ctx = context(target_model="Qwen/Qwen3-8B", draft_model="Qwen/Qwen3-0.6B", target=target)
+        findings = revisions_pinned(ctx)
+        assert [f.field for f in findings] == ["target.model", "proposer.model"]
+        assert all(f.severity == "warning" for f in findings)
+        assert SHA in findings[0].fix and "target.revision" in findings[0].fix
+
+    def test_a_branch_name_is_not_a_pin(self) -> None:
+        ctx = context("ngram", target_model="Qwen/Qwen3-8B", target_revision="main")
+        assert one(revisions_pinned(ctx)).field == "target.model"
+
+    def test_passes_when_pinned(self) -> None:
+        ctx = context(
+            target_model="Qwen/Qwen3-8B", target_revision=SHA,
+            draft_model="Qwen/Qwen3-0.6B", draft_revision="v1.0",
+        )  # fmt: skip
+        assert revisions_pinned(ctx) == []
+
+    def test_does_not_apply_to_local_directories(self) -> None:
+        ctx = context(target_model="./models/qwen3-8b", draft_model="/models/qwen3-0.6b")
+        assert revisions_pinned(ctx) == []
+
+
+class TestTrtllmEagleCheckpoint:
+    def test_an_eagle1_head_on_tensorrt_llm_is_refused(self) -> None:
+        ctx = context(
+            "eagle3",
+            "trtllm",
+            target=fixture("llama-3.1-8b-instruct"),
+            draft=fixture("eagle1-llama3.1-8b"),
+        )
+        finding = one(trtllm_eagle_checkpoint(ctx))
+        assert finding.severity == "error" and "EAGLE-1/2 head" in finding.what
+
+    def test_passes_for_an_eagle3_head(self) -> None:
+        ctx = context(
+            "eagle3",
+            "trtllm",
+            target=fixture("llama-3.1-8b-instruct"),
+            draft=fixture("eagle3-llama3.1-8b"),
+        )
+        assert trtllm_eagle_checkpoint(ctx) == []
+
+    def test_does_not_apply_to_vllm(self) -> None:
+        ctx = context(
+            "eagle3", target=fixture("llama-3.1-8b-instruct"), draft=fixture("eagle1-llama3.1-8b")
+        )
+        assert trtllm_eagle_checkpoint(ctx) == []
+
+    def test_cannot_check_an_unrecognised_checkpoint(self) -> None:
+        draft = ckpt(num_hidden_layers=None)
+        ctx = context("eagle3", "trtllm", target=ckpt(), draft=draft)
+        assert one(trtllm_eagle_checkpoint(ctx)).severity == "info"
+
+
+class TestTensorParallelShape:
+    def test_heads_not_divisible_by_tp_are_refused(self) -> None:
+        finding = one(
+            tensor_parallel_shape(context("ngram", target=fixture("qwen2.5-7b-instruct"), tp=8))
+        )
+        assert finding.severity == "error" and finding.field == "target.model"
+        assert "28 attention heads" in finding.what and "[1, 2, 4]" in finding.fix
+
+    def test_kv_heads_that_neither_split_nor_replicate_are_refused(self) -> None:
+        ctx = context("ngram", target=ckpt(num_attention_heads=24, num_key_value_heads=3), tp=2)
+        assert "3 KV heads" in one(tensor_parallel_shape(ctx)).what
+
+    def test_replicating_fewer_kv_heads_than_gpus_is_fine(self) -> None:
+        ctx = context("ngram", target=fixture("llama-3.1-8b-instruct"), tp=16)
+        assert tensor_parallel_shape(ctx) == []
+
+    def test_the_draft_is_checked_at_its_own_tp(self) -> None:
+        ctx = context(
+            target=fixture("qwen2.5-7b-instruct"), draft=fixture("qwen2.5-1.5b-instruct"),
+            tp=4, draft_tp=8,
+        )  # fmt: skip
+        finding = one(tensor_parallel_shape(ctx))
+        assert finding.field == "proposer.model"
+        assert "proposer.draft_tensor_parallel_size" in finding.fix
+
+    def test_does_not_check_a_draft_for_ngram(self) -> None:
+        ctx = context("ngram", target=fixture("qwen3-8b"), draft=ckpt(num_attention_heads=7), tp=2)
+        assert tensor_parallel_shape(ctx) == []
+
+    def test_cannot_check_unknown_head_counts(self) -> None:
+        ctx = context("ngram", target=ckpt(num_attention_heads=None), tp=2)
+        assert one(tensor_parallel_shape(ctx)).severity == "info"
+
+
+class TestMaxModelLenSupported:
+    def test_longer_than_max_positions_is_refused(self) -> None:
+        ctx = context("ngram", target=fixture("qwen3-8b"), max_model_len=65536)
+        finding = one(max_model_len_supported(ctx))
+        assert finding.severity == "error" and "limit 40960" in finding.what
+        assert "serving.max_model_len: 40960" in finding.fix
+
+    def test_yarn_scaling_in_the_config_extends_the_limit(self) -> None:
+        target = ckpt(
+            max_position_embeddings=32768, rope_type="yarn", rope_scaling_factor=4.0,
+            original_max_position_embeddings=32768,
+        )  # fmt: skip
+        assert max_model_len_supported(context("ngram", target=target, max_model_len=131072)) == []
+        too_long = context("ngram", target=target, max_model_len=131073)
+        assert "rope_scaling yarn" in one(max_model_len_supported(too_long)).what
+
+    def test_llama3_scaling_is_already_in_max_positions(self) -> None:
+        ctx = context("ngram", target=fixture("llama-3.1-8b-instruct"), max_model_len=262144)
+        assert "limit 131072" in one(max_model_len_supported(ctx)).what
+
+    def test_a_shorter_draft_is_a_warning(self) -> None:
+        ctx = context(
+            target=catalog("Qwen/Qwen3-4B-Thinking-2507"), draft=catalog("Qwen/Qwen3-0.6B"),
+            max_model_len=65536,
+        )  # fmt: skip
+        finding = one(max_model_len_supported(ctx))
+        assert finding.severity == "warning" and finding.field == "proposer.model"
+
+    def test_passes_within_limits(self) -> None:
+        assert max_model_len_supported(context("ngram", target=fixture("qwen3-8b"))) == []
+
+    def test_cannot_check_unknown_positions(self) -> None:
+        ctx = context("ngram", target=ckpt(max_position_embeddings=None))
+        assert one(max_model_len_supported(ctx)).severity == "info"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_no_rule_crashes_on_an_all_unknown_checkpoint(rule: Any) -> None:
+    missing = ("config.json", "tokenizer.json", "model.safetensors.index.json or *.safetensors")
+    bare = CheckpointInfo(ref="./bare", source="local", location="/bare", missing=missing)
+    for method in ("draft_model", "eagle3", "mtp"):
+        for engine in VERSIONS:
+            draft = bare if method != "mtp" else None
+            findings = rule(context(method, engine, target=bare, draft=draft))
+            assert all(f.severity == "info" for f in findings), findings
