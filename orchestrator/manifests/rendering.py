@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import jinja2
+import markupsafe
 import yaml
+from jinja2.utils import htmlsafe_json_dumps
 
 from orchestrator.manifests.context import (
     ManifestSet,
@@ -98,7 +100,7 @@ def templates_dir() -> Path:
 
 @cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir() / "kubernetes"),
         undefined=jinja2.StrictUndefined,  # a misspelt value is an error, not an empty string
         autoescape=False,
@@ -106,6 +108,16 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters["tojson"] = _tojson
+    return env
+
+
+def _tojson(value: Any) -> markupsafe.Markup:
+    """Jinja's tojson (JSON is YAML; `<>&'` escaped), but a missing value is an UndefinedError
+    naming it instead of a TypeError from the JSON encoder."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return htmlsafe_json_dumps(value, sort_keys=True)
 
 
 def render_manifests(manifests: ManifestSet) -> list[Manifest]:
@@ -152,7 +164,10 @@ def manifest_files(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> 
 
 def _render(template: str, **values: Any) -> list[Manifest]:
     source = f"templates/kubernetes/{template}.yaml.j2"
-    text = _environment().get_template(f"{template}.yaml.j2").render(**values)
+    try:
+        text = _environment().get_template(f"{template}.yaml.j2").render(**values)
+    except jinja2.UndefinedError as exc:
+        raise ManifestError(f"{source} uses a value the context does not have: {exc}") from exc
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:

@@ -1,0 +1,75 @@
+"""Plans for manifest tests: real profiles through build_plan, with checkpoint errors dropped.
+
+The manifest stage needs a valid plan; whether a hub model resolves offline is the checkpoint
+stage's business, so `valid_plan` keeps the profile and launch and drops error findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from orchestrator.pipeline import DeploymentPlan, build_plan
+from tests.support import write_profile
+
+HERE = Path(__file__).parent
+#: Kubernetes releases the manifests must validate against: the oldest supported and the newest
+#: kubernetes-validate ships.
+K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+MakePlan = Callable[..., DeploymentPlan]
+
+
+def valid_plan(path: Path) -> DeploymentPlan:
+    plan = build_plan(path, offline=True)
+    assert plan.profile is not None, [f.what for f in plan.findings]
+    return dataclasses.replace(
+        plan, findings=tuple(f for f in plan.findings if f.severity != "error")
+    )
+
+
+@pytest.fixture
+def make_plan(tmp_path: Path) -> MakePlan:
+    """A valid plan for BASE_PROFILE (tests.support) with sections replaced."""
+
+    def make(**sections: Any) -> DeploymentPlan:
+        return valid_plan(write_profile(tmp_path, **sections))
+
+    return make
+
+
+def validate_object(body: dict[str, Any]) -> None:
+    """kubernetes-validate (strict) for built-in kinds; the vendored LWS schema plus strict
+    validation of its pod templates (wrapped in a Deployment) for LeaderWorkerSet."""
+    if body["kind"] == "LeaderWorkerSet":
+        _validate_lws(body)
+        return
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(body, version, strict=True)
+
+
+def _validate_lws(body: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((HERE / "lws_v1_schema.json").read_text())
+    jsonschema.validate(body, schema)
+    group = body["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        template = group[key]
+        shell = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "lws-pod-template-check"},
+            "spec": {
+                "selector": {"matchLabels": template["metadata"]["labels"]},
+                "template": template,
+            },
+        }
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(shell, version, strict=True)
