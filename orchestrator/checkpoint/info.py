@@ -158,3 +158,24 @@ class Unresolved:
     revision: str | None
     tried: tuple[str, ...]
     """Each place looked, in order, with why it failed (e.g. "hub: skipped (offline)")."""
+
+    def suggestion(self) -> str:
+        """How to make this model resolvable: the smallest thing the user can do."""
+        if looks_like_path(self.model):
+            return (
+                f"fix the path in {self.field} (relative paths resolve against the profile's "
+                "directory) so it names a directory with config.json, or use a hub id (org/name)"
+            )
+        revision_flag = f" --revision {self.revision}" if self.revision else ""
+        section = self.field.rsplit(".", 1)[0]
+        return (
+            f"download the metadata once: `huggingface-cli download {self.model}{revision_flag} "
+            f"--include config.json 'tokenizer*' '*.index.json'`; or pin {section}.revision to a "
+            f"commit already in the cache; or set {self.field} to a local directory with "
+            "config.json; or drop --offline / unset HF_HUB_OFFLINE so the hub can be asked"
+        )
+
+
+def looks_like_path(model: str) -> bool:
+    """A string meant as a directory: starts with '.', '/' or '~', or has more than one '/'."""
+    return model.startswith((".", "/", "~")) or model.count("/") > 1

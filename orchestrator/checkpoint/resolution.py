@@ -12,8 +12,10 @@ import re
 from pathlib import Path
 
 from orchestrator.checkpoint.catalog import catalog_info
-from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
+from orchestrator.checkpoint.info import CheckpointInfo, Unresolved, looks_like_path
 from orchestrator.checkpoint.reading import METADATA_FILES, read_checkpoint_dir
+
+__all__ = ["CheckpointResolver", "looks_like_path"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -56,7 +58,7 @@ class CheckpointResolver:
         return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
 
     def cache_dir(self) -> Path:
-        """The hub cache: the explicit one, else HF_HUB_CACHE, else HF_HOME/hub (standard layout)."""
+        """The hub cache: the explicit one, else HF_HUB_CACHE, else HF_HOME/hub."""
         if self.hf_cache is not None:
             return self.hf_cache
         if os.environ.get("HF_HUB_CACHE"):
@@ -96,11 +98,6 @@ class CheckpointResolver:
         return read_checkpoint_dir(
             snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
         )
-
-
-def looks_like_path(model: str) -> bool:
-    """A string meant as a directory: starts with '.', '/' or '~', or has more than one '/'."""
-    return model.startswith((".", "/", "~")) or model.count("/") > 1
 
 
 def _download_metadata(model: str, revision: str | None, cache: Path) -> Path:

@@ -89,3 +89,6 @@ def _register(*modules: Any) -> None:
 
 # Each command module exposes `COMMANDS`, a tuple of click commands, and is listed in
 # COMMAND_MODULES above. (`_register` remains for modules not yet listed there.)
+from orchestrator.cli import inspect_cmd  # noqa: E402
+
+_register(inspect_cmd)

@@ -51,26 +51,12 @@ def checkpoint_resolved(ctx: CompatContext) -> list[Finding]:
 
 def _unresolved(u: Unresolved) -> Finding:
     rev = f" at revision {u.revision}" if u.revision else ""
-    if looks_like_path(u.model):
-        fix = (
-            f"fix the path in {u.field} (relative paths resolve against the profile's directory) "
-            "so it names a directory with config.json, or use a hub id (org/name)"
-        )
-    else:
-        revision_flag = f" --revision {u.revision}" if u.revision else ""
-        fix = (
-            f"download the metadata once: `huggingface-cli download {u.model}{revision_flag} "
-            "--include config.json 'tokenizer*' '*.index.json'`; or pin "
-            f"{u.field.rsplit('.', 1)[0]}.revision to a commit already in the cache; or set "
-            f"{u.field} to a local directory with config.json; or drop --offline / unset "
-            "HF_HUB_OFFLINE so the hub can be asked"
-        )
     return _at(
         u.field,
         Finding.error(
             what=f"{u.field}: {u.model}{rev} could not be resolved (tried: {'; '.join(u.tried)})",
             why="without its config.json specdeploy cannot check the pairing or the memory budget",
-            fix=fix,
+            fix=u.suggestion(),
         ),
     )
 

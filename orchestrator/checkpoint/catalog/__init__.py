@@ -57,7 +57,7 @@ def catalog_info(model: str) -> CheckpointInfo | None:
         param_count=data.get("param_count"),
         unverified=tuple(data.get("unverified", ())),
         sources=sources,
-        missing=("config.json (catalog copy)", "tokenizer.json", "model.safetensors.index.json"),
+        missing=("tokenizer.json", "model.safetensors.index.json"),
     )
 
 
