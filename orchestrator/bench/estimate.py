@@ -13,8 +13,9 @@ Load is added with a roofline for one decode step of B sequences, each verifying
 bandwidth BW and dense FLOPS from the GPU catalog). While memory-bound, verifying k + 1 tokens is
 almost free; once B·(k + 1) passes the GPU's critical batch the extra tokens cost compute, which
 is why speculation stops paying under load (vLLM docs, dynamic speculative decoding: "when BS*K
-goes beyond a critical BS then SD negatively impacts the decode speed"). The draft step is taken
-as c × the target's step at the same batch. Real engines add scheduling and sampling overheads
+goes beyond a critical BS then SD negatively impacts the decode speed"). Long contexts delay that
+point: every sequence's KV cache is read each step (MagicDec, Chen et al. 2024). The draft step is
+taken as c × the target's step at the same batch. Real engines add scheduling and sampling overheads
 this ignores, so use `specdeploy bench` for the decision.
 """
 

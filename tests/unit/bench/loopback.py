@@ -31,6 +31,8 @@ class Behaviour:
     draft_tokens_per_step: int = 0
     """K: drafted tokens per step for the counters (0: not speculative, no spec counters)."""
     word: str = "tok"
+    repeat: str | None = None
+    """Emit this word for every token (a degenerate, looping output)."""
     not_openai: bool = False
     http_500: bool = False
     error_after: int | None = None
@@ -170,7 +172,8 @@ class LoopbackServer:
                     c.drafts += 1
                     c.draft_tokens += b.draft_tokens_per_step
                     c.accepted += n - 1
-            await _event(writer, _chunk("".join(f"{b.word}{sent + i} " for i in range(n)), chat))
+            words = (b.repeat or f"{b.word}{sent + i}" for i in range(n))
+            await _event(writer, _chunk("".join(f"{w} " for w in words), chat))
             sent += n
         await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
         await _chunked(writer, b"data: [DONE]\n\n")

@@ -1,0 +1,146 @@
+"""One streamed request against the loopback server: timing, token counts and every failure
+mode coming back as a result with a clear message, never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.bench.client import (
+    Endpoint,
+    RequestResult,
+    Sampling,
+    make_client,
+    request_body,
+    resolve_model,
+    stream_request,
+)
+from orchestrator.bench.workload import Message, WorkItem
+from orchestrator.errors import BenchError
+from tests.unit.bench.conftest import StartServer
+
+ITEM = WorkItem("say hi", (Message("user", "say hi"),), None, "hi there")
+
+
+def run(
+    endpoint: Endpoint, *, max_tokens: int = 8, timeout_s: float = 10.0, stall_s: float = 5.0
+) -> RequestResult:
+    async def go() -> RequestResult:
+        async with make_client(endpoint, 1, stall_s) as client:
+            body = request_body(endpoint, ITEM, Sampling(), max_tokens)
+            return await stream_request(
+                client,
+                endpoint,
+                body,
+                timeout_s=timeout_s,
+                stall_s=stall_s,
+                level_start=time.perf_counter(),
+            )
+
+    return asyncio.run(go())
+
+
+class TestTiming:
+    def test_ttft_itl_and_tokens_follow_the_injected_delays(
+        self, start_server: StartServer
+    ) -> None:
+        server = start_server(first_token_delay=0.05, step_delay=lambda active: 0.02)
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=11)
+        assert result.ok, result.error
+        assert result.output_tokens == 11
+        assert result.ttft_s is not None and 0.05 <= result.ttft_s < 0.15
+        assert len(result.chunk_gaps_s) == 10
+        assert all(0.02 <= gap < 0.08 for gap in result.chunk_gaps_s)
+        assert result.tpot_s is not None and 0.02 <= result.tpot_s < 0.08
+        assert result.text.split() == [f"tok{i}" for i in range(11)]
+
+    def test_several_tokens_per_chunk_counted_from_usage(self, start_server: StartServer) -> None:
+        server = start_server(tokens_per_step=4)
+        result = run(Endpoint("candidate", server.url + "/v1", "m", "chat"), max_tokens=9)
+        assert result.ok, result.error
+        assert result.output_tokens == 9
+        assert len(result.chunk_gaps_s) == 2  # chunks: 1, 4, 4 tokens
+
+
+class TestBody:
+    def test_chat_passes_prediction_and_messages(self) -> None:
+        body = request_body(
+            Endpoint("c", "u", "m", "chat"), ITEM, Sampling(seed=3, ignore_eos=True), 7
+        )
+        assert body["messages"] == [{"role": "user", "content": "say hi"}]
+        assert body["prediction"] == {"type": "content", "content": "hi there"}
+        assert (body["max_tokens"], body["temperature"], body["seed"], body["ignore_eos"]) == (
+            7,
+            0.0,
+            3,
+            True,
+        )
+        assert body["stream"] is True
+
+    def test_completions_uses_prompt_and_item_max_tokens(self) -> None:
+        item = WorkItem("p", (Message("user", "p"),), 3)
+        body: dict[str, Any] = request_body(Endpoint("c", "u", "m"), item, Sampling(), 99)
+        assert (body["prompt"], body["max_tokens"]) == ("p", 3)
+        assert "messages" not in body and "prediction" not in body and "top_p" not in body
+
+
+class TestFailures:
+    def test_unreachable(self, closed_port_url: str) -> None:
+        result = run(Endpoint("candidate", closed_port_url, "m"))
+        assert not result.ok and result.error is not None
+        assert result.error.startswith("cannot connect")
+
+    def test_not_openai(self, start_server: StartServer) -> None:
+        result = run(Endpoint("candidate", start_server(not_openai=True).url, "m"))
+        assert result.error is not None and "not an OpenAI event stream" in result.error
+
+    def test_http_error(self, start_server: StartServer) -> None:
+        result = run(Endpoint("candidate", start_server(http_500=True).url, "m"))
+        assert result.error is not None and result.error.startswith("HTTP 500")
+
+    def test_error_event_mid_stream(self, start_server: StartServer) -> None:
+        result = run(Endpoint("candidate", start_server(error_after=3).url, "m"))
+        assert result.error is not None and "error event mid-stream after 3 tokens" in result.error
+        assert "injected failure" in result.error
+
+    def test_stall_mid_stream(self, start_server: StartServer) -> None:
+        began = time.perf_counter()
+        result = run(Endpoint("candidate", start_server(stall_after=2).url, "m"), stall_s=0.3)
+        assert result.error == "stalled: no data for 0.3 s after 2 tokens"
+        assert time.perf_counter() - began < 3
+
+    def test_connection_dropped_mid_stream(self, start_server: StartServer) -> None:
+        result = run(Endpoint("candidate", start_server(close_after=2).url, "m"))
+        assert result.error is not None and "mid-stream after 2 tokens" in result.error
+
+    def test_total_timeout(self, start_server: StartServer) -> None:
+        server = start_server(step_delay=lambda active: 0.1)
+        began = time.perf_counter()
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=100, timeout_s=0.35)
+        assert result.error is not None and result.error.startswith("timed out after 0.35 s")
+        assert time.perf_counter() - began < 3
+
+
+class TestResolveModel:
+    def resolve(self, url: str) -> str:
+        async def go() -> str:
+            async with httpx.AsyncClient() as client:
+                return await resolve_model(client, url, "baseline")
+
+        return asyncio.run(go())
+
+    def test_reads_the_first_model(self, start_server: StartServer) -> None:
+        assert self.resolve(start_server(model="org/tiny").url) == "org/tiny"
+
+    def test_unreachable_is_a_bench_error(self, closed_port_url: str) -> None:
+        with pytest.raises(BenchError, match="cannot connect") as info:
+            self.resolve(closed_port_url)
+        assert info.value.exit_code == 7 and "--baseline" in info.value.fix
+
+    def test_not_openai_is_a_bench_error(self, start_server: StartServer) -> None:
+        with pytest.raises(BenchError, match="not an OpenAI model list"):
+            self.resolve(start_server(not_openai=True).url)

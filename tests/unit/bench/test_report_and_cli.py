@@ -1,0 +1,222 @@
+"""`specdeploy bench` end to end on loopback servers: exit codes, messages, JSON contract,
+Markdown and PNG; plus the confounded-profile refusal."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from orchestrator.cli import cli
+from tests.unit.bench.conftest import StartServer
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def bench(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["bench", *args])
+
+
+@pytest.fixture
+def pair(start_server: StartServer) -> tuple[str, str]:
+    cand = start_server(step_delay=lambda a: 0.004, tokens_per_step=3, draft_tokens_per_step=3)
+    base = start_server(step_delay=lambda a: 0.004)
+    return cand.url, base.url
+
+
+def test_measures_and_writes_json_markdown_png(pair: tuple[str, str], tmp_path: Path) -> None:
+    result = bench(
+        "--candidate",
+        pair[0],
+        "--baseline",
+        pair[1],
+        "--concurrency",
+        "2,1",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "10",
+        "--out",
+        str(tmp_path),
+        "--workload",
+        "chat",
+        "--chat",
+        "--slo-ttft-ms",
+        "1000",
+        "--slo-tpot-ms",
+        "1000",
+    )
+    assert result.exit_code == 0, result.output
+    assert "speculation pays at every measured load (up to 2)" in result.output
+    document = json.loads((tmp_path / "bench.json").read_text())
+    assert document["schema"] == "specdeploy.bench/v1"
+    assert [lv["concurrency"] for lv in document["levels"]] == [1, 2]
+    for lv in document["levels"]:
+        assert set(lv["speedup"]) == {"value", "low", "high", "confidence"}
+        assert lv["speedup"]["low"] <= lv["speedup"]["value"] <= lv["speedup"]["high"]
+        assert lv["speedup"]["value"] > 1.5
+        assert lv["candidate"]["acceptance_rate"] == pytest.approx(2 / 3)
+        assert lv["candidate"]["mean_acceptance_length"] == pytest.approx(3.0)
+        assert lv["baseline"]["acceptance_rate"] is None
+        assert lv["baseline"]["mean_acceptance_length"] is None
+        assert lv["candidate"]["goodput_requests_per_s"] > 0
+        for key in ("ttft_ms", "tpot_ms", "itl_ms", "decode_ms"):
+            assert set(lv["candidate"][key]) == {"mean", "p50", "p90", "p99"}
+    assert document["candidate"]["model"] == "tiny-target"
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "| 1 | " in markdown and "**Crossover:**" in markdown
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_unreachable_endpoint_exits_7_with_a_fix(
+    start_server: StartServer, closed_port_url: str, tmp_path: Path
+) -> None:
+    result = bench(
+        "--candidate", closed_port_url, "--baseline", start_server().url, "--out", str(tmp_path)
+    )
+    assert result.exit_code == 7
+    assert "Error: --candidate" in result.output and "fix:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_not_openai_endpoint_exits_7(start_server: StartServer, tmp_path: Path) -> None:
+    result = bench(
+        "--candidate",
+        start_server().url,
+        "--baseline",
+        start_server(not_openai=True).url,
+        "--model",
+        "m",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.exit_code == 7
+    assert "not an OpenAI event stream" in result.output and "Traceback" not in result.output
+
+
+def test_missing_api_key_variable(
+    pair: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPECDEPLOY_TEST_KEY", raising=False)
+    result = bench(
+        "--candidate", pair[0], "--baseline", pair[1], "--api-key-env", "SPECDEPLOY_TEST_KEY"
+    )
+    assert result.exit_code == 7 and "export SPECDEPLOY_TEST_KEY" in result.output
+
+
+def test_api_key_is_sent(
+    start_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = start_server()
+    monkeypatch.setenv("SPECDEPLOY_TEST_KEY", "sk-test")
+    result = bench(
+        "--candidate",
+        server.url,
+        "--baseline",
+        server.url,
+        "--requests",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "3",
+        "--api-key-env",
+        "SPECDEPLOY_TEST_KEY",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.exit_code == 0, result.output
+    assert server.counters.requests == 4
+
+
+@pytest.mark.parametrize("levels", ["", "0,4", "a,b"])
+def test_bad_concurrency_is_a_usage_error(levels: str) -> None:
+    result = bench("--candidate", "http://x", "--baseline", "http://y", "--concurrency", levels)
+    assert result.exit_code == 2
+
+
+def test_urls_are_required() -> None:
+    assert bench("--candidate", "http://x").exit_code == 2
+
+
+def test_confounded_profiles_are_refused_before_any_request(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.yaml"
+    text = (REPO / "profiles" / "vllm-qwen3-8b-baseline.yaml").read_text()
+    baseline.write_text(
+        text.replace(
+            "  max_concurrency: 8",
+            "  max_concurrency: 8\n  extra_args: [--no-enable-prefix-caching]",
+        )
+    )
+    result = bench(
+        "--candidate-profile",
+        str(REPO / "profiles" / "vllm-qwen3-8b-ngram.yaml"),
+        "--baseline-profile",
+        str(baseline),
+        "--offline",
+        "--candidate",
+        "http://127.0.0.1:9",
+        "--baseline",
+        "http://127.0.0.1:9",
+    )
+    assert result.exit_code == 7, result.output
+    assert "differ in more than the proposer" in result.output
+    assert "--no-enable-prefix-caching" in result.output and "Traceback" not in result.output
+
+
+def test_same_target_profiles_pass_the_check(pair: tuple[str, str], tmp_path: Path) -> None:
+    result = bench(
+        "--candidate-profile",
+        str(REPO / "profiles" / "vllm-qwen3-8b-ngram.yaml"),
+        "--baseline-profile",
+        str(REPO / "profiles" / "vllm-qwen3-8b-baseline.yaml"),
+        "--offline",
+        "--candidate",
+        pair[0],
+        "--baseline",
+        pair[1],
+        "--requests",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "3",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_ctrl_c_exits_130_and_keeps_the_report(start_server: StartServer, tmp_path: Path) -> None:
+    cand = start_server(step_delay=lambda a: 0.01)
+    base = start_server(step_delay=lambda a: 0.01)
+    timer = threading.Timer(1.0, signal.raise_signal, (signal.SIGINT,))
+    # raise_signal from another thread still delivers SIGINT to the main thread's handler
+    timer.start()
+    try:
+        result = bench(
+            "--candidate",
+            cand.url,
+            "--baseline",
+            base.url,
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "200",
+            "--max-tokens",
+            "10",
+            "--out",
+            str(tmp_path),
+        )
+    finally:
+        timer.cancel()
+    assert result.exit_code == 130, result.output
+    document = json.loads((tmp_path / "bench.json").read_text())
+    assert document["interrupted"] is True
+    assert document["levels"][0]["candidate"]["ok"] > 0
+    assert document["levels"][0]["candidate"]["complete"] is False
+    assert "interrupted" in {w["code"] for w in document["warnings"]}

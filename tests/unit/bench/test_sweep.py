@@ -1,0 +1,179 @@
+"""The sweep and its verdict against loopback servers with controlled latencies.
+
+The crossover test places the crossover: the candidate commits 3 tokens per step, but its step
+time grows with concurrent requests much faster than the baseline's, so per token it is faster at
+concurrency 1 and 2 (8 and 11.2 ms vs 12 and 12.2 ms) and slower from 4 on (17.6 vs 12.7 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+
+from orchestrator.bench.client import Endpoint
+from orchestrator.bench.sweep import SweepConfig, run_sweep
+from orchestrator.bench.verdict import judge
+from orchestrator.bench.workload import load_workload
+from orchestrator.errors import BenchError
+from tests.unit.bench.conftest import StartServer
+
+CHAT = load_workload("chat")
+
+
+def candidate_step(active: int) -> float:
+    return 0.024 * (1 + 0.4 * (active - 1))
+
+
+def baseline_step(active: int) -> float:
+    return 0.012 * (1 + 0.02 * (active - 1))
+
+
+def arms(cand_url: str, base_url: str) -> tuple[Endpoint, Endpoint]:
+    return Endpoint("candidate", cand_url, ""), Endpoint("baseline", base_url, "")
+
+
+class TestCrossover:
+    def test_verdict_finds_the_crossover_where_it_was_placed(
+        self, start_server: StartServer
+    ) -> None:
+        cand = start_server(step_delay=candidate_step, tokens_per_step=3, draft_tokens_per_step=3)
+        base = start_server(step_delay=baseline_step)
+        config = SweepConfig(concurrency=(1, 2, 4, 8), requests=8, max_tokens=19)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config)
+        verdict = judge(record)
+
+        outcomes = {lv.concurrency: lv.outcome for lv in verdict.levels}
+        assert outcomes == {1: "pays", 2: "pays", 4: "loses", 8: "loses"}
+        assert verdict.crossover.stops_paying_at == 4
+        assert verdict.crossover.last_paying == 2
+        assert verdict.crossover.estimated is not None and 2 < verdict.crossover.estimated < 4
+        assert [lv.cost_rule_met for lv in verdict.levels] == [True, True, False, False]
+        # the server really saw the concurrency it was asked for
+        assert cand.counters.peak_active == 8
+        # acceptance from the candidate's counters: 2 of 3 drafted tokens accepted per step
+        for lv in verdict.levels:
+            assert lv.candidate is not None and lv.baseline is not None
+            assert lv.candidate.acceptance_rate == pytest.approx(2 / 3)
+            assert lv.candidate.mean_acceptance_length == pytest.approx(3.0)
+            assert lv.baseline.acceptance_rate is None
+            assert lv.output_agreement == 1.0
+        assert [w.code for w in verdict.warnings] == []
+
+    def test_bounded_request_count(self, start_server: StartServer) -> None:
+        cand, base = start_server(), start_server()
+        config = SweepConfig(concurrency=(1, 3), requests=5, max_tokens=4)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config)
+        assert cand.counters.requests == 1 + 5 + 5  # probe + two levels
+        assert all(len(arm.results) == 5 for arm in record.arms)
+
+
+class TestWarnings:
+    def test_mispairing_when_nothing_is_accepted(self, start_server: StartServer) -> None:
+        cand = start_server(tokens_per_step=1, draft_tokens_per_step=3)
+        base = start_server()
+        config = SweepConfig(concurrency=(1, 2), requests=3, max_tokens=6)
+        verdict = judge(run_sweep(*arms(cand.url, base.url), CHAT, config))
+        mispairing = [w for w in verdict.warnings if w.code == "mispairing"]
+        assert len(mispairing) == 1
+        assert "mean acceptance length 1.00" in mispairing[0].message
+
+    def test_no_warning_for_good_acceptance_nor_for_a_plain_baseline(
+        self, start_server: StartServer
+    ) -> None:
+        cand = start_server(tokens_per_step=2, draft_tokens_per_step=2)
+        config = SweepConfig(concurrency=(1,), requests=2, max_tokens=5)
+        verdict = judge(run_sweep(*arms(cand.url, start_server().url), CHAT, config))
+        assert not {"mispairing", "baseline-speculates"} & {w.code for w in verdict.warnings}
+
+    def test_speculating_baseline_is_flagged(self, start_server: StartServer) -> None:
+        spec = {"tokens_per_step": 2, "draft_tokens_per_step": 2}
+        cand, base = start_server(**spec), start_server(**spec)
+        config = SweepConfig(concurrency=(1,), requests=2, max_tokens=5)
+        verdict = judge(run_sweep(*arms(cand.url, base.url), CHAT, config))
+        assert "baseline-speculates" in {w.code for w in verdict.warnings}
+
+    @pytest.mark.parametrize(("repeat", "flagged"), [("la", True), (None, False)])
+    def test_degenerate_outputs_are_flagged(
+        self, start_server: StartServer, repeat: str | None, flagged: bool
+    ) -> None:
+        cand = start_server(repeat=repeat, tokens_per_step=2, draft_tokens_per_step=2)
+        base = start_server()
+        config = SweepConfig(concurrency=(1,), requests=2, max_tokens=40)
+        verdict = judge(run_sweep(*arms(cand.url, base.url), CHAT, config))
+        warnings = [w for w in verdict.warnings if w.code == "degenerate-output"]
+        assert bool(warnings) is flagged
+        if flagged:
+            assert warnings[0].message.startswith("candidate: 2 of 2 outputs repeat")
+
+
+class TestBadConditions:
+    def test_unreachable_candidate_is_a_bench_error(
+        self, start_server: StartServer, closed_port_url: str
+    ) -> None:
+        with pytest.raises(BenchError) as info:
+            run_sweep(*arms(closed_port_url, start_server().url), CHAT, SweepConfig(requests=1))
+        assert info.value.exit_code == 7
+
+    def test_probe_failure_is_a_bench_error(self, start_server: StartServer) -> None:
+        with pytest.raises(BenchError, match="probe request failed: HTTP 500"):
+            run_sweep(
+                *arms(start_server().url, start_server(http_500=True).url),
+                CHAT,
+                SweepConfig(requests=1),
+            )
+
+    def test_failures_mid_sweep_are_counted_not_raised(self, start_server: StartServer) -> None:
+        cand, base = start_server(), start_server()
+
+        def break_candidate_after_probe(line: str) -> None:
+            if line.startswith("baseline:"):
+                cand.behaviour.error_after = 2
+
+        config = SweepConfig(concurrency=(1, 2), requests=4, max_tokens=6)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config, break_candidate_after_probe)
+        verdict = judge(record)
+        for lv in verdict.levels:
+            assert lv.candidate is not None and lv.baseline is not None
+            assert (lv.candidate.ok, lv.candidate.failed) == (0, 4)
+            assert lv.baseline.ok == 4
+            assert lv.speedup is None and lv.outcome == "no data"
+        cause, count = verdict.levels[0].candidate.errors[0]  # type: ignore[union-attr]
+        assert count == 4 and "error event mid-stream after N tokens" in cause
+        assert "failed-requests" in {w.code for w in verdict.warnings}
+
+    def test_level_time_limit_bounds_a_slow_level(self, start_server: StartServer) -> None:
+        slow = start_server(step_delay=lambda active: 0.05)
+        config = SweepConfig(concurrency=(2,), requests=1000, max_tokens=8, level_time_limit_s=0.2)
+        began = time.perf_counter()
+        record = run_sweep(*arms(slow.url, start_server().url), CHAT, config)
+        assert time.perf_counter() - began < 5
+        assert len(record.arms[0].results) <= 4
+
+    def test_ctrl_c_keeps_what_was_measured(self, start_server: StartServer) -> None:
+        cand = start_server(step_delay=lambda active: 0.01)
+        base = start_server(step_delay=lambda active: 0.01)
+        messages: list[str] = []
+
+        def interrupt_during_second_arm(line: str) -> None:
+            messages.append(line)
+            if (
+                line.startswith("concurrency")
+                and len([m for m in messages if m.startswith("concurrency")]) == 1
+            ):
+                # a real SIGINT, delivered while the next arm-level is streaming
+                asyncio.get_running_loop().call_later(0.3, signal.raise_signal, signal.SIGINT)
+
+        config = SweepConfig(concurrency=(1, 2, 4), requests=20, max_tokens=10)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config, interrupt_during_second_arm)
+
+        assert record.interrupted
+        assert messages[-1].startswith("interrupted")
+        first, second = record.arms
+        assert first.complete and len(first.results) == 20
+        assert not second.complete and 0 < len(second.results) < 20
+        verdict = judge(record)
+        assert "interrupted" in {w.code for w in verdict.warnings}
+        assert verdict.levels[0].speedup is not None

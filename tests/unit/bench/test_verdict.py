@@ -1,0 +1,70 @@
+"""Pure verdict logic: outcomes from intervals, crossover placement, degenerate-output check."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.bench.stats import Ratio
+from orchestrator.bench.verdict import LevelVerdict, _outcome, crossover, is_degenerate
+
+
+def level(concurrency: int, speedup: float | None) -> LevelVerdict:
+    ratio = None if speedup is None else Ratio(speedup, speedup - 0.05, speedup + 0.05)
+    return LevelVerdict(concurrency, None, None, ratio, None, None, _outcome(ratio), None)
+
+
+class TestOutcome:
+    @pytest.mark.parametrize(
+        ("low", "high", "outcome"),
+        [(1.01, 1.2, "pays"), (0.8, 0.99, "loses"), (0.95, 1.05, "inconclusive")],
+    )
+    def test_interval_decides(self, low: float, high: float, outcome: str) -> None:
+        assert _outcome(Ratio((low + high) / 2, low, high)) == outcome
+
+    def test_no_data(self) -> None:
+        assert _outcome(None) == "no data"
+
+
+class TestCrossover:
+    def test_between_paying_and_losing_levels(self) -> None:
+        found = crossover([level(1, 1.6), level(4, 1.2), level(16, 0.8), level(64, 0.5)])
+        assert (found.stops_paying_at, found.last_paying) == (16, 4)
+        # log2 interpolation: 1.2 -> 0.8 over 4 -> 16 crosses 1.0 halfway, at 8
+        assert found.estimated == pytest.approx(8.0)
+        assert "stops paying at concurrency 16" in found.summary
+
+    def test_always_pays(self) -> None:
+        found = crossover([level(1, 1.5), level(8, 1.1)])
+        assert found.stops_paying_at is None and found.last_paying == 8
+        assert "every measured load" in found.summary
+
+    def test_never_pays(self) -> None:
+        found = crossover([level(1, 0.9), level(8, 0.7)])
+        assert found.stops_paying_at == 1 and found.last_paying is None
+        assert "does not pay even at concurrency 1" in found.summary
+
+    def test_levels_without_data_are_skipped(self) -> None:
+        found = crossover([level(1, 1.4), level(2, None), level(4, 0.9)])
+        assert (found.stops_paying_at, found.last_paying) == (4, 1)
+
+    def test_no_data(self) -> None:
+        assert crossover([level(1, None)]).stops_paying_at is None
+
+
+class TestDegenerate:
+    def test_word_loop(self) -> None:
+        assert is_degenerate("the cat sat " * 20)
+
+    def test_character_run(self) -> None:
+        assert is_degenerate("!" * 80)
+
+    def test_normal_prose(self) -> None:
+        text = (
+            "Lighthouses guided ships for centuries. Early ones burned wood or coal on towers; "
+            "later, oil lamps with reflectors and then Fresnel lenses threw beams dozens of miles. "
+            "Keepers lived on site, trimming wicks and logging weather, until automation arrived."
+        )
+        assert not is_degenerate(text)
+
+    def test_short_output_is_not_judged(self) -> None:
+        assert not is_degenerate("yes yes yes")
