@@ -1,0 +1,478 @@
+"""Kubernetes cluster target: server-side apply, status with causes, delete by profile labels.
+
+Uses the `kubernetes` client, imported only inside `KubernetesCluster.__init__` so that commands
+that never talk to a cluster do not pay for it. Every object is applied with field manager
+`specdeploy` in apply order; re-applying an unchanged profile leaves every object as it was.
+Cluster failures become DeployError (exit 6) with what, why and fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import yaml
+
+from orchestrator.errors import DeployError
+from orchestrator.manifests.context import profile_selector
+from orchestrator.manifests.rendering import APPLY_RANK, Manifest, canonical_yaml
+from orchestrator.profile.schema import Profile
+
+FIELD_MANAGER: Final = "specdeploy"
+#: Kinds specdeploy creates, with their API version, in apply order (delete goes in reverse).
+MANAGED_KINDS: Final[tuple[tuple[str, str], ...]] = (
+    ("v1", "ConfigMap"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+)
+LOG_TAIL_LINES: Final = 20
+
+Action = Literal["created", "configured", "unchanged"]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What server-side apply did (or, with server dry run, would do) to one object."""
+
+    kind: str
+    name: str
+    namespace: str
+    action: Action
+    diff: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a pod is not ready, in what/why/fix form, with the last log lines when they help."""
+
+    reason: str
+    message: str
+    fix: str
+    log_tail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    name: str
+    phase: str
+    ready: bool
+    causes: tuple[Cause, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    kind: str
+    name: str
+    replicas: int
+    ready_replicas: int
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_replicas >= self.replicas
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """Rollout state of one profile's workloads and pods."""
+
+    namespace: str
+    workloads: tuple[WorkloadStatus, ...]
+    pods: tuple[PodStatus, ...] = field(default=())
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.workloads) and all(w.ready for w in self.workloads)
+
+    def lines(self) -> list[str]:
+        """Human-readable report, one line per workload and pod, causes indented below."""
+        out = [f"{w.kind}/{w.name}: {w.ready_replicas}/{w.replicas} ready" for w in self.workloads]
+        if not self.workloads:
+            out.append(f"no workloads of this profile in namespace {self.namespace}")
+        for pod in self.pods:
+            out.append(f"  pod/{pod.name}: {pod.phase}{' (ready)' if pod.ready else ''}")
+            for cause in pod.causes:
+                out.append(f"    {cause.reason}: {cause.message}")
+                out.append(f"      fix: {cause.fix}")
+                out += [f"      | {line}" for line in cause.log_tail]
+        return out
+
+
+class KubernetesCluster:
+    """One cluster context and default namespace; all calls go through `_calling`."""
+
+    def __init__(
+        self,
+        *,
+        context: str | None = None,
+        namespace: str | None = None,
+        api_client: Any = None,
+    ) -> None:
+        from kubernetes import client, config, dynamic  # the one allowed deferred import
+
+        self._exceptions = _exception_types()
+        with self._calling("load the kubeconfig" if api_client is None else "connect"):
+            if api_client is None:
+                api_client = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+            self.namespace = namespace or _context_namespace(config, context) or "default"
+            self._cache_dir = tempfile.TemporaryDirectory(prefix="specdeploy-discovery-")
+            cache_file = str(Path(self._cache_dir.name) / "discovery.json")
+            self._dynamic = dynamic.DynamicClient(api_client, cache_file=cache_file)  # type: ignore[no-untyped-call]
+            self._core = client.CoreV1Api(api_client)
+        self.server = str(api_client.configuration.host)
+
+    # -- apply -------------------------------------------------------------------------------
+
+    def apply(
+        self, manifests: list[Manifest], *, server_dry_run: bool = False
+    ) -> list[ApplyResult]:
+        """Server-side apply in apply order; with server_dry_run the server validates only."""
+        ordered = sorted(manifests, key=lambda m: APPLY_RANK.get(m.kind, len(APPLY_RANK)))
+        return [self._apply_one(m, server_dry_run=server_dry_run) for m in ordered]
+
+    def _apply_one(self, manifest: Manifest, *, server_dry_run: bool) -> ApplyResult:
+        namespace = manifest.namespace or self.namespace
+        body = {**manifest.body, "metadata": {**manifest.body["metadata"], "namespace": namespace}}
+        target = f"{manifest.kind}/{manifest.name} in namespace {namespace}"
+        resource = self._resource(manifest.api_version, manifest.kind)
+        with self._calling(f"apply {target}"):
+            current = self._get(resource, manifest.name, namespace)
+            applied = resource.server_side_apply(
+                body=body,
+                name=manifest.name,
+                namespace=namespace,
+                field_manager=FIELD_MANAGER,
+                force_conflicts=True,
+                dry_run="All" if server_dry_run else None,
+            ).to_dict()
+        diff = object_diff(current, body, manifest.filename)
+        action = _action(current, applied, diff, dry_run=server_dry_run)
+        return ApplyResult(manifest.kind, manifest.name, namespace, action, diff)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self, profile: Profile, namespace: str | None = None) -> StatusReport:
+        """Workload readiness and, for each pod that is not ready, why (conditions and events)."""
+        namespace = profile.metadata.namespace or namespace or self.namespace
+        selector = _selector(profile)
+        workloads = []
+        for api_version, kind in MANAGED_KINDS[3:]:
+            for item in self._list(api_version, kind, namespace, selector, optional=True):
+                workloads.append(_workload_status(kind, item))
+        pods = [
+            self._pod_status(pod, namespace) for pod in self._list("v1", "Pod", namespace, selector)
+        ]
+        return StatusReport(namespace, tuple(workloads), tuple(pods))
+
+    def wait(
+        self,
+        profile: Profile,
+        *,
+        timeout: float,
+        echo: Callable[[str], None],
+        interval: float = 5.0,
+        namespace: str | None = None,
+    ) -> StatusReport:
+        """Poll until every workload is ready, echoing progress; DeployError on timeout."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            report = self.status(profile, namespace)
+            progress = "; ".join(report.lines()[: len(report.workloads) or 1])
+            if progress != last:
+                echo(f"waiting: {progress}")
+                last = progress
+            if report.ready:
+                return report
+            if time.monotonic() >= deadline:
+                raise DeployError(
+                    f"{profile.metadata.name} is not ready after {timeout:.0f} s",
+                    why="\n".join(report.lines()),
+                    fix="act on the causes above, then `specdeploy status PROFILE`; model "
+                    "downloads can take long, so a longer --timeout may be all it needs",
+                )
+            time.sleep(interval)
+
+    def _pod_status(self, pod: dict[str, Any], namespace: str) -> PodStatus:
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        causes: list[Cause] = [] if ready else self._causes(pod, namespace)
+        return PodStatus(name, str(status.get("phase", "Unknown")), ready, tuple(causes))
+
+    def _causes(self, pod: dict[str, Any], namespace: str) -> list[Cause]:
+        name = pod["metadata"]["name"]
+        causes = scheduling_causes(pod, self._events(name, namespace))
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            cause = container_cause(container)
+            if cause is None:
+                continue
+            if cause.reason in ("CrashLoopBackOff", "OOMKilled", "Error"):
+                tail = self._log_tail(name, namespace, str(container.get("name")))
+                cause = Cause(cause.reason, cause.message, cause.fix, tail)
+            causes.append(cause)
+        return causes
+
+    def _events(self, pod_name: str, namespace: str) -> list[dict[str, Any]]:
+        field_selector = f"involvedObject.name={pod_name}"
+        return self._list("v1", "Event", namespace, None, field_selector=field_selector)
+
+    def _log_tail(self, pod: str, namespace: str, container: str) -> tuple[str, ...]:
+        for previous in (True, False):  # the crashed run first, else the current one
+            try:
+                text = self._core.read_namespaced_pod_log(
+                    pod,
+                    namespace,
+                    container=container,
+                    previous=previous,
+                    tail_lines=LOG_TAIL_LINES,
+                )
+            except self._exceptions:
+                continue
+            if text:
+                return tuple(str(text).splitlines()[-LOG_TAIL_LINES:])
+        return ()
+
+    # -- delete ------------------------------------------------------------------------------
+
+    def delete(self, profile: Profile, namespace: str | None = None) -> list[tuple[str, str]]:
+        """Delete only objects labelled for this profile, in reverse apply order."""
+        namespace = profile.metadata.namespace or namespace or self.namespace
+        selector = _selector(profile)
+        deleted: list[tuple[str, str]] = []
+        for api_version, kind in reversed(MANAGED_KINDS):
+            items = self._list(api_version, kind, namespace, selector, optional=True)
+            if not items:
+                continue
+            resource = self._resource(api_version, kind)
+            for item in items:
+                name = item["metadata"]["name"]
+                with self._calling(f"delete {kind}/{name} in namespace {namespace}"):
+                    resource.delete(name=name, namespace=namespace)
+                deleted.append((kind, name))
+        return deleted
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            with self._calling(f"discover {kind} ({api_version})"):
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        except DeployError as exc:
+            if not isinstance(exc.__cause__, ResourceNotFoundError):
+                raise
+            raise DeployError(
+                f"the cluster at {self.server} has no {kind} API ({api_version})",
+                why=f"{kind} is a custom resource that must be installed before it is applied"
+                if kind == "LeaderWorkerSet"
+                else f"the API server does not serve {api_version}",
+                fix="install LeaderWorkerSet (kubernetes-sigs/lws), or fit TP x PP on one node "
+                "(hardware.gpus_per_node) to get a Deployment"
+                if kind == "LeaderWorkerSet"
+                else "check the cluster version and the kube context",
+            ) from exc.__cause__
+
+    def _get(self, resource: Any, name: str, namespace: str) -> dict[str, Any] | None:
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        try:
+            return dict(resource.get(name=name, namespace=namespace).to_dict())
+        except NotFoundError:
+            return None
+
+    def _list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        selector: str | None,
+        *,
+        field_selector: str | None = None,
+        optional: bool = False,
+    ) -> list[dict[str, Any]]:
+        try:
+            resource = self._resource(api_version, kind)
+        except DeployError:
+            if optional:  # e.g. no LeaderWorkerSet CRD: nothing of that kind can exist
+                return []
+            raise
+        with self._calling(f"list {kind} in namespace {namespace}"):
+            listing = resource.get(
+                namespace=namespace, label_selector=selector, field_selector=field_selector
+            ).to_dict()
+        return list(listing.get("items") or [])
+
+    @contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except DeployError:
+            raise
+        except Exception as exc:
+            raise cluster_error(what, exc) from exc
+
+
+def object_diff(current: dict[str, Any] | None, body: dict[str, Any], name: str) -> str:
+    """Unified diff of the fields specdeploy sets: the live values (projected onto the applied
+    body's fields, so server defaults and status do not show) against the applied body."""
+    before = "" if current is None else canonical_yaml(project(current, body))
+    after = canonical_yaml(body)
+    lines = difflib.unified_diff(
+        before.splitlines(True), after.splitlines(True), f"live/{name}", f"applied/{name}"
+    )
+    return "".join(lines)
+
+
+def project(live: Any, shape: Any) -> Any:
+    """The parts of `live` at the paths `shape` has (lists compared element by element)."""
+    if isinstance(shape, dict) and isinstance(live, dict):
+        return {k: project(live[k], v) for k, v in shape.items() if k in live}
+    if isinstance(shape, list) and isinstance(live, list):
+        return [project(lv, sv) for lv, sv in zip(live, shape, strict=False)] + live[len(shape) :]
+    return live
+
+
+def scheduling_causes(pod: dict[str, Any], events: list[dict[str, Any]]) -> list[Cause]:
+    """An unschedulable pod: the scheduler's message (from the condition, else the events)."""
+    messages = [
+        str(c.get("message", ""))
+        for c in (pod.get("status") or {}).get("conditions") or []
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    ]
+    messages += [str(e.get("message", "")) for e in events if e.get("reason") == "FailedScheduling"]
+    if not messages:
+        return []
+    message = messages[-1]
+    if "Insufficient nvidia.com/gpu" in message or "Insufficient amd.com/gpu" in message:
+        fix = (
+            "free GPUs or add GPU nodes; or lower deploy.replicas, hardware.tensor_parallel_size "
+            "or deploy.baseline; check that nodes carry the hardware.gpu node label"
+        )
+        return [Cause("InsufficientGPU", message, fix)]
+    fix = "check node selectors, taints and free resources (kubectl describe nodes)"
+    return [Cause("Unschedulable", message, fix)]
+
+
+#: Container states that explain a pod that is not ready, with the profile edit that fixes them.
+_WAITING_FIXES: Final[dict[str, str]] = {
+    "ErrImagePull": "check engine.image (name and tag) and that nodes can pull from its registry",
+    "ImagePullBackOff": "check engine.image (name and tag) and that nodes can pull from its registry",
+    "InvalidImageName": "fix engine.image: it is not a valid image reference",
+    "CrashLoopBackOff": "read the log lines below; a wrong flag in serving.extra_args, a model "
+    "that does not fit (lower serving.max_model_len) or a missing hf_token_secret are common",
+    "CreateContainerConfigError": "check deploy.hf_token_secret: the Secret or its HF_TOKEN key "
+    "may be missing",
+}
+
+
+def container_cause(container: dict[str, Any]) -> Cause | None:
+    """A waiting or last-terminated state that explains why a container is not ready."""
+    state = container.get("state") or {}
+    last = (container.get("lastState") or {}).get("terminated") or {}
+    if last.get("reason") == "OOMKilled" or (state.get("terminated") or {}).get("reason") == (
+        "OOMKilled"
+    ):
+        return Cause(
+            "OOMKilled",
+            f"container {container.get('name')} ran out of memory (exit code "
+            f"{last.get('exitCode', (state.get('terminated') or {}).get('exitCode'))})",
+            "raise the pod's memory limit or lower serving.max_model_len / max_concurrency",
+        )
+    waiting = state.get("waiting") or {}
+    reason = waiting.get("reason")
+    if reason in _WAITING_FIXES:
+        message = str(waiting.get("message") or reason)
+        return Cause(str(reason), message, _WAITING_FIXES[str(reason)])
+    return None
+
+
+def cluster_error(what: str, exc: Exception) -> DeployError:
+    """An API or connection failure as what/why/fix."""
+    status = getattr(exc, "status", None)
+    detail = _api_message(exc)
+    if status in (401, 403):
+        return DeployError(
+            f"the cluster refused to {what} (HTTP {status})",
+            why=detail or "the credentials of this kube context lack the permission",
+            fix="use a context allowed to manage Deployments, Services and ConfigMaps there "
+            "(--context), or ask for an RBAC role",
+        )
+    if status is not None:
+        return DeployError(
+            f"the cluster refused to {what} (HTTP {status})",
+            why=detail or str(exc),
+            fix="fix what the API server names above; `specdeploy apply --server-dry-run` "
+            "checks again without changing anything",
+        )
+    return DeployError(
+        f"cannot {what}: {type(exc).__name__}",
+        why=detail or (str(exc).splitlines() or ["no answer from the API server"])[0],
+        fix="check the kube context (--context, KUBECONFIG) and that the cluster is reachable",
+    )
+
+
+def _api_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if not body:
+        return ""
+    try:
+        document = yaml.safe_load(body)
+    except yaml.YAMLError:
+        return str(body)[:500]
+    if isinstance(document, dict):
+        return str(document.get("message", ""))
+    return str(body)[:500]
+
+
+def _action(
+    current: dict[str, Any] | None, applied: dict[str, Any], diff: str, *, dry_run: bool
+) -> Action:
+    """A real apply that changes nothing keeps the resourceVersion; a dry run persists nothing,
+    so there the diff decides."""
+    if current is None:
+        return "created"
+    if dry_run:
+        return "configured" if diff else "unchanged"
+    before = (current.get("metadata") or {}).get("resourceVersion")
+    after = (applied.get("metadata") or {}).get("resourceVersion")
+    return "unchanged" if before == after else "configured"
+
+
+def _selector(profile: Profile) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(profile_selector(profile).items()))
+
+
+def _workload_status(kind: str, item: dict[str, Any]) -> WorkloadStatus:
+    spec, status = item.get("spec") or {}, item.get("status") or {}
+    replicas = int(spec.get("replicas", 1))
+    return WorkloadStatus(
+        kind, item["metadata"]["name"], replicas, int(status.get("readyReplicas") or 0)
+    )
+
+
+def _context_namespace(config: Any, context: str | None) -> str | None:
+    try:
+        contexts, active = config.list_kube_config_contexts()
+    except Exception:
+        return None
+    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+    namespace = (chosen or {}).get("context", {}).get("namespace")
+    return None if namespace is None else str(namespace)
+
+
+def _exception_types() -> tuple[type[BaseException], ...]:
+    from kubernetes.client.exceptions import ApiException
+
+    return (ApiException, OSError)

@@ -1,0 +1,245 @@
+"""A loopback fake of the Kubernetes API for apply/status/delete tests (no real API server can
+run here; shared/reference/feasibility_k8s.md §4).
+
+It serves the real paths the `kubernetes` client uses: discovery (/version, /apis, /api/v1,
+/apis/<group>/<version>), GET/LIST (labelSelector, fieldSelector), DELETE, pod logs, and PATCH with
+server-side apply semantics that matter here: Content-Type application/apply-patch+yaml (415
+otherwise), a fieldManager (422 otherwise), dryRun=All persists nothing, quantities come back as
+strings, resourceVersion changes only when the object changes, managedFields record the manager.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from werkzeug import Request, Response
+
+#: (group/version path prefix, plural) -> (kind, namespaced)
+RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
+    ("api/v1", "configmaps"): ("ConfigMap", True),
+    ("api/v1", "services"): ("Service", True),
+    ("api/v1", "persistentvolumeclaims"): ("PersistentVolumeClaim", True),
+    ("api/v1", "pods"): ("Pod", True),
+    ("api/v1", "events"): ("Event", True),
+    ("apis/apps/v1", "deployments"): ("Deployment", True),
+    ("apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"): ("LeaderWorkerSet", True),
+}
+_PATH = re.compile(
+    r"^/(?P<gv>api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
+    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>log))?$"
+)
+
+
+@dataclass
+class FakeKube:
+    """In-memory objects keyed by (group/version, plural, namespace, name)."""
+
+    lws_installed: bool = True
+    objects: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    refuse: dict[str, int] = field(default_factory=dict)
+    """Path substring -> HTTP status to answer with (e.g. 403 for an RBAC test)."""
+    _version: int = 100
+
+    def add(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
+        """Put an object in the store as if someone else created it."""
+        meta = obj["metadata"]
+        meta.setdefault("namespace", "default")
+        meta.setdefault("resourceVersion", self._next_version())
+        self.objects[(gv, plural, meta["namespace"], meta["name"])] = obj
+
+    def handle(self, request: Request) -> Response:
+        self.requests.append((request.method, request.full_path.rstrip("?")))
+        for fragment, status in self.refuse.items():
+            if fragment in request.path:
+                return _status(status, f"refused by the fake for {fragment}")
+        discovery = self._discovery(request.path)
+        if discovery is not None:
+            return _json(discovery)
+        match = _PATH.match(request.path)
+        if match is None or (match["gv"], match["plural"]) not in RESOURCES:
+            return _status(404, f"the server could not find the requested resource {request.path}")
+        if match["gv"].startswith("apis/leaderworkerset") and not self.lws_installed:
+            return _status(404, "the server could not find the requested resource")
+        key = (match["gv"], match["plural"], match["ns"], match["name"] or "")
+        if match["sub"] == "log":
+            return Response(self.logs.get(match["name"], ""), content_type="text/plain")
+        if request.method == "PATCH":
+            return self._apply(request, key)
+        if request.method == "DELETE":
+            return self._delete(key)
+        if match["name"]:
+            obj = self.objects.get(key)
+            return _json(obj) if obj is not None else _status(404, f'"{key[3]}" not found')
+        return self._list(request, key)
+
+    # -- handlers --
+
+    def _apply(self, request: Request, key: tuple[str, str, str, str]) -> Response:
+        if request.headers.get("Content-Type", "").split(";")[0] != "application/apply-patch+yaml":
+            return _status(415, "server-side apply needs Content-Type application/apply-patch+yaml")
+        manager = request.args.get("fieldManager")
+        if not manager:
+            return _status(422, "fieldManager is required for apply requests")
+        body = yaml.safe_load(request.get_data(as_text=True))
+        kind, _ = RESOURCES[(key[0], key[1])]
+        if body.get("kind") != kind or body.get("metadata", {}).get("name") != key[3]:
+            return _status(400, "the body's kind and name do not match the path")
+        body = _stringify_quantities(copy.deepcopy(body))
+        body["metadata"]["namespace"] = key[2]
+        current = self.objects.get(key)
+        merged = _merge(current, body, manager)
+        if current is not None and _content(current) == _content(merged):
+            return _json(current)  # unchanged: same resourceVersion, nothing written
+        merged["metadata"]["resourceVersion"] = self._next_version()
+        if request.args.get("dryRun") == "All":
+            return _json(merged)
+        self.objects[key] = merged
+        return _json(merged, 201 if current is None else 200)
+
+    def _delete(self, key: tuple[str, str, str, str]) -> Response:
+        if self.objects.pop(key, None) is None:
+            return _status(404, f'"{key[3]}" not found')
+        return _json({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+    def _list(self, request: Request, key: tuple[str, str, str, str]) -> Response:
+        labels = _selector(request.args.get("labelSelector"))
+        fields = _selector(request.args.get("fieldSelector"))
+        items = [
+            obj
+            for (gv, plural, ns, _), obj in sorted(self.objects.items())
+            if (gv, plural, ns) == key[:3]
+            and all(obj["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+            and all(_field(obj, k) == v for k, v in fields.items())
+        ]
+        kind, _ = RESOURCES[(key[0], key[1])]
+        api_version = key[0].removeprefix("api/").removeprefix("apis/")
+        return _json(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": api_version,
+                "metadata": {"resourceVersion": str(self._version)},
+                "items": items,
+            }
+        )
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        if path == "/version":
+            return {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"]}
+        if path == "/apis":
+            groups = ["apps/v1"] + (["leaderworkerset.x-k8s.io/v1"] if self.lws_installed else [])
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": gv.split("/")[0],
+                        "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
+                        "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]},
+                    }
+                    for gv in groups
+                ],
+            }
+        gv = path.strip("/")
+        if any(g == gv for g, _ in RESOURCES):
+            if gv.startswith("apis/leaderworkerset") and not self.lws_installed:
+                return None
+            return {
+                "kind": "APIResourceList",
+                "groupVersion": gv.removeprefix("api/").removeprefix("apis/"),
+                "resources": [
+                    {
+                        "name": plural,
+                        "singularName": kind.lower(),
+                        "kind": kind,
+                        "namespaced": namespaced,
+                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                    }
+                    for (g, plural), (kind, namespaced) in RESOURCES.items()
+                    if g == gv
+                ],
+            }
+        return None
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+
+def _merge(current: dict[str, Any] | None, body: dict[str, Any], manager: str) -> dict[str, Any]:
+    """The applied fields replace ours; status, uid and others' metadata stay."""
+    merged = copy.deepcopy(body)
+    meta = merged["metadata"]
+    if current is not None:
+        meta["uid"] = current["metadata"].get("uid")
+        meta["resourceVersion"] = current["metadata"].get("resourceVersion")
+        if "status" in current:
+            merged["status"] = copy.deepcopy(current["status"])
+    else:
+        meta["uid"] = f"uid-{body['kind'].lower()}-{meta['name']}"
+    meta["managedFields"] = [
+        {
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": body["apiVersion"],
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {}, "f:spec": {}},
+        }
+    ]
+    return merged
+
+
+def _content(obj: dict[str, Any]) -> str:
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return json.dumps({**obj, "metadata": meta}, sort_keys=True)
+
+
+def _stringify_quantities(node: Any, parent: str = "") -> Any:
+    """A real API server returns resource quantities as strings (feasibility_k8s.md §4)."""
+    if isinstance(node, dict):
+        quantities = parent in ("limits", "requests")
+        return {
+            k: str(v) if quantities and isinstance(v, int | float) else _stringify_quantities(v, k)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_stringify_quantities(v, parent) for v in node]
+    return node
+
+
+def _selector(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    return dict(part.split("=", 1) for part in text.split(","))
+
+
+def _field(obj: dict[str, Any], dotted: str) -> Any:
+    node: Any = obj
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(json.dumps(document), status=status, content_type="application/json")
+
+
+def _status(code: int, message: str) -> Response:
+    reason = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 415: "UnsupportedMediaType"}
+    document = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason.get(code, "Invalid"),
+        "code": code,
+    }
+    return _json(document, code)
