@@ -9,6 +9,7 @@ Cluster failures become DeployError (exit 6) with what, why and fix.
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -120,7 +121,9 @@ class KubernetesCluster:
         self._exceptions = _exception_types()
         with self._calling("load the kubeconfig" if api_client is None else "connect"):
             if api_client is None:
-                api_client = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+                api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig_path(), context=context
+                )
             self.namespace = namespace or _context_namespace(config, context) or "default"
             self._cache_dir = tempfile.TemporaryDirectory(prefix="specdeploy-discovery-")
             cache_file = str(Path(self._cache_dir.name) / "discovery.json")
@@ -462,9 +465,14 @@ def _workload_status(kind: str, item: dict[str, Any]) -> WorkloadStatus:
     )
 
 
+def kubeconfig_path() -> str:
+    """KUBECONFIG as it is now (the client reads it once, at import), else ~/.kube/config."""
+    return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+
+
 def _context_namespace(config: Any, context: str | None) -> str | None:
     try:
-        contexts, active = config.list_kube_config_contexts()
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
     except Exception:
         return None
     chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
