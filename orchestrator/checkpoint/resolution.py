@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import urllib.parse
 from pathlib import Path
 
 from orchestrator.checkpoint.catalog import catalog_info
@@ -19,6 +21,8 @@ __all__ = ["CheckpointResolver", "looks_like_path"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
+# Seconds to wait for a TCP connection to the hub before treating it as unreachable.
+_PROBE_TIMEOUT_S = 3.0
 
 
 class CheckpointResolver:
@@ -90,6 +94,10 @@ class CheckpointResolver:
         if self.offline:
             tried.append("hub: skipped (offline: --offline or HF_HUB_OFFLINE=1)")
             return None
+        unreachable = _hub_unreachable()
+        if unreachable is not None:
+            tried.append(f"hub: unreachable ({unreachable})")
+            return None
         try:
             snapshot = _download_metadata(model, revision, self.cache_dir())
         except Exception as exc:  # the hub client raises many types; none may crash validation
@@ -98,6 +106,20 @@ class CheckpointResolver:
         return read_checkpoint_dir(
             snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
         )
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub endpoint cannot be reached, or None. Probed once with a short timeout because
+    the hub client retries a failed request with backoff for about 25 s before giving up."""
+    from huggingface_hub import constants
+
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"{url.hostname}:{port}: {exc}"
+    return None
 
 
 def _download_metadata(model: str, revision: str | None, cache: Path) -> Path:

@@ -1,0 +1,153 @@
+"""Resolution order: local directory, HF cache, hub (small files), catalog; never the network here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.checkpoint import resolution
+from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
+from orchestrator.checkpoint.resolution import CheckpointResolver
+
+TESTS = Path(__file__).resolve().parents[2]
+FIXTURES = TESTS / "fixtures" / "checkpoints"
+HF_CACHE = TESTS / "fixtures" / "hf_cache"
+CACHED = "specdeploy-fixtures/tiny-qwen3"
+COMMIT = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
+
+
+def resolver(
+    tmp_path: Path, *, offline: bool = True, cache: Path | None = None
+) -> CheckpointResolver:
+    return CheckpointResolver(
+        base_dir=tmp_path, offline=offline, hf_cache=cache or tmp_path / "hub"
+    )
+
+
+def test_local_directory_relative_to_the_base_dir() -> None:
+    found = CheckpointResolver(base_dir=FIXTURES, offline=True).resolve(
+        "target.model", "./qwen3-8b", None
+    )
+    assert isinstance(found, CheckpointInfo) and found.source == "local"
+    assert found.location == str((FIXTURES / "qwen3-8b").resolve()) and found.ref == "./qwen3-8b"
+
+
+def test_a_missing_path_is_unresolved_without_asking_the_hub(tmp_path: Path) -> None:
+    found = resolver(tmp_path).resolve("proposer.model", "./models/draft", None)
+    assert isinstance(found, Unresolved) and found.field == "proposer.model"
+    assert len(found.tried) == 1 and "does not exist" in found.tried[0]
+
+
+def test_a_file_is_not_a_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "model.gguf").write_bytes(b"")
+    found = resolver(tmp_path).resolve("target.model", "model.gguf", None)
+    assert isinstance(found, Unresolved) and "is a file" in found.tried[0]
+
+
+def test_hub_id_only_in_the_fixture_cache_resolves_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(HF_CACHE))
+    found = CheckpointResolver(base_dir=tmp_path, offline=False).resolve(
+        "target.model", CACHED, None
+    )
+    assert isinstance(found, CheckpointInfo) and found.source == "hf-cache"
+    assert found.revision == COMMIT and found.hidden_size == 1024 and found.tokenizer is not None
+
+
+def test_hf_home_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(HF_CACHE, tmp_path / "home" / "hub")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    found = CheckpointResolver(base_dir=tmp_path, offline=True).resolve(
+        "target.model", CACHED, None
+    )
+    assert isinstance(found, CheckpointInfo) and found.source == "hf-cache"
+
+
+def test_a_pinned_revision_must_be_in_the_cache(tmp_path: Path) -> None:
+    pinned = resolver(tmp_path, cache=HF_CACHE).resolve("target.model", CACHED, COMMIT)
+    assert isinstance(pinned, CheckpointInfo) and pinned.revision == COMMIT
+    other = resolver(tmp_path, cache=HF_CACHE).resolve("target.model", CACHED, "f" * 40)
+    assert isinstance(other, Unresolved)
+    assert any("at revision ffff" in t for t in other.tried)
+
+
+def test_unknown_hub_id_offline_says_where_it_looked(tmp_path: Path) -> None:
+    found = resolver(tmp_path).resolve("target.model", "acme/no-such-model", None)
+    assert isinstance(found, Unresolved)
+    places = [t.split(":")[0] for t in found.tried]
+    assert places == ["local directory", f"Hugging Face cache {tmp_path / 'hub'}", "hub",
+                      "built-in catalog"]  # fmt: skip
+    assert "skipped (offline" in found.tried[2]
+
+
+def test_catalog_is_the_last_resort(tmp_path: Path) -> None:
+    found = resolver(tmp_path).resolve("target.model", "Qwen/Qwen3-8B", None)
+    assert isinstance(found, CheckpointInfo) and found.source == "catalog"
+    assert found.tokenizer_family == "qwen3"
+
+
+def test_hub_errors_become_a_tried_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(model: str, revision: str | None, cache: Path) -> Path:
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(resolution, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(resolution, "_download_metadata", refuse)
+    found = resolver(tmp_path, offline=False).resolve("proposer.model", "acme/x", None)
+    assert isinstance(found, Unresolved)
+    assert "hub: ConnectionError: Name or service not known" in found.tried
+
+
+def test_an_unreachable_hub_is_probed_once_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def must_not_download(model: str, revision: str | None, cache: Path) -> Path:
+        raise AssertionError("the hub client retries for ~25 s; the probe must stop it first")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # A closed loopback port stands in for an unreachable hub (no DNS, no traffic leaves).
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(resolution, "_download_metadata", must_not_download)
+    found = resolver(tmp_path, offline=False).resolve("target.model", "acme/x", None)
+    assert isinstance(found, Unresolved)
+    assert any(t.startswith("hub: unreachable (127.0.0.1:9") for t in found.tried)
+
+
+def test_hub_download_reads_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = tmp_path / "snapshots" / COMMIT
+
+    def fake_download(model: str, revision: str | None, cache: Path) -> Path:
+        shutil.copytree(FIXTURES / "mimo-7b-base", snapshot)
+        return snapshot
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(resolution, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(resolution, "_download_metadata", fake_download)
+    found = resolver(tmp_path, offline=False).resolve("target.model", "acme/mimo", None)
+    assert isinstance(found, CheckpointInfo) and found.source == "hub"
+    assert found.revision == COMMIT and found.mtp_tensor_count == 7
+
+
+def test_offline_flag_or_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "true")
+    assert CheckpointResolver(base_dir=tmp_path, offline=False).offline
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert not CheckpointResolver(base_dir=tmp_path, offline=False).offline
+    assert CheckpointResolver(base_dir=tmp_path, offline=True).offline
+
+
+def test_importing_the_checkpoint_stage_does_not_import_the_hub_client() -> None:
+    code = (
+        "import sys, orchestrator.checkpoint.resolution, orchestrator.cli.inspect_cmd, "
+        "orchestrator.compatibility.pairing_rules; "
+        "print(sorted(m for m in ('huggingface_hub', 'tokenizers', 'safetensors') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
