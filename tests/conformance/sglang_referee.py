@@ -1,0 +1,83 @@
+"""SGLang 0.5.23 as a referee: parse and resolve a rendered `sglang.launch_server` argv.
+
+Runs inside the SGLang venv (.venv-sglang/bin/python), never imported by pytest. Reads one JSON
+request per line on stdin (`{"argv": [...], "resolve": true}`, the tokens after
+`python3 -m sglang.launch_server`) and writes one JSON result per line to the original stdout.
+In 0.5.23 `prepare_server_args` only parses (argparse types and choices); `resolve_once()` fills
+in defaults and applies the speculative hooks, and `check_server_args()` validates
+(python/sglang/srt/server_args.py; shared/reference/feasibility_k8s.md §5). Resolution needs
+`--device cpu` on a machine without an accelerator; the caller appends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+RESULTS = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+from sglang.srt.server_args import prepare_server_args  # noqa: E402
+
+FIELDS = (
+    "model_path",
+    "served_model_name",
+    "device",
+    "tp_size",
+    "context_length",
+    "max_running_requests",
+    "mem_fraction_static",
+    "dtype",
+    "kv_cache_dtype",
+    "enable_metrics",
+    "cuda_graph_max_bs",
+    "disable_overlap_schedule",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "attention_backend",
+)
+
+
+def referee(argv: list[str], resolve: bool) -> dict[str, Any]:
+    """Parse, then (optionally) resolve and check; report the first stage that refuses."""
+    stage = "parse"
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            args = prepare_server_args(argv)
+        if resolve:
+            stage = "resolve"
+            args.resolve_once()
+            stage = "check"
+            args.check_server_args()
+    except SystemExit as exc:  # argparse: unknown flag, bad type or choice
+        lines = errors.getvalue().strip().splitlines()
+        return {"ok": False, "stage": stage, "error": lines[-1] if lines else str(exc)}
+    except Exception as exc:
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return {"ok": False, "stage": stage, "error": last}
+    # After resolve_once() the effective values live in resolved_dict(), not on the attributes.
+    values = args.resolved_dict() if resolve else vars(args)
+    resolved = {name: values.get(name) for name in FIELDS}
+    return {"ok": True, "stage": "done", "resolved": resolved}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if line.strip():
+            request = json.loads(line)
+            result = referee(request["argv"], bool(request.get("resolve", True)))
+            RESULTS.write(json.dumps(result, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
