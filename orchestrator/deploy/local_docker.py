@@ -97,9 +97,10 @@ def stop(container: Any) -> None:
     """Stop and remove a container, ignoring one that is already gone."""
     from docker.errors import DockerException
 
-    for action in (lambda: container.stop(timeout=10), lambda: container.remove(force=True)):
-        with contextlib.suppress(DockerException):
-            action()
+    with contextlib.suppress(DockerException):
+        container.stop(timeout=10)
+    with contextlib.suppress(DockerException):
+        container.remove(force=True)
 
 
 def _run_arguments(
