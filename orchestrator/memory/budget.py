@@ -194,7 +194,8 @@ def engine_memory_fraction(profile: Profile, estimate: MemoryEstimate | None) ->
     vLLM `gpu_memory_utilization` is a share of total memory covering weights, activations, KV and
     (since v0.21) CUDA graphs: the profile's fraction, minus the graphs' share on older releases
     that capture them outside it. SGLang `mem_fraction_static` covers weights + KV only
-    (activations and graphs live outside it). TensorRT-LLM `free_gpu_memory_fraction` is the share
+    (activations and graphs live outside it) and is a share of the memory free before the weights
+    load (usable minus CUDA context and NCCL). TensorRT-LLM `free_gpu_memory_fraction` is the share
     of memory still free after weights and the warm-up that goes to KV.
     Without an estimate: vLLM and TensorRT-LLM get the profile's fraction (TensorRT-LLM's own
     default is 0.9 of free memory), SGLang at most its own unknown-GPU default 0.88.
@@ -207,13 +208,35 @@ def engine_memory_fraction(profile: Profile, estimate: MemoryEstimate | None) ->
     return _translate(engine, estimate.gpu_usable_gib, fraction, estimate)
 
 
+def engine_kv_gib(estimate: MemoryEstimate, engine_fraction: float) -> float:
+    """The KV cache the engine itself would size with its knob at `engine_fraction`, from the
+    estimate's weights and overheads: the inverse of the translation `engine_memory_fraction`
+    renders (vLLM: usable x knob minus what it budgets; SGLang: free-before-load x knob minus
+    weights; TensorRT-LLM: knob x memory free after weights and warm-up). Used to compare the
+    memory model with values engines logged for a given knob."""
+    e, o = estimate, estimate.overheads
+    weights = e.target_weights_gib + e.draft_weights_gib
+    if e.engine == "vllm":
+        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
+        return e.gpu_usable_gib * engine_fraction - weights - (o.total_gib - outside)
+    if e.engine == "sglang":
+        return (e.gpu_usable_gib - o.before_load_gib) * engine_fraction - weights
+    free_after_warmup = e.gpu_usable_gib - weights - o.activation_gib - o.before_load_gib
+    return engine_fraction * free_after_warmup
+
+
 def _translate(engine: str, usable: float, fraction: float, e: MemoryEstimate) -> float:
     o = e.overheads
     if engine == "vllm":
         outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
         return _round_down(fraction - outside / usable)
     if engine == "sglang":
-        return _round_down(fraction - o.total_gib / usable)
+        # SGLang sizes KV as free-after-load - pre_model_load_memory x (1 - mem_fraction_static),
+        # where pre_model_load_memory is what was free before the weights loaded (sglang 0.5.23
+        # mem_cache/kv_cache_configurator.py `_profile_available_bytes`), so the knob is the
+        # share of weights + KV in memory not already taken by the CUDA context and NCCL.
+        static = e.target_weights_gib + e.draft_weights_gib + e.kv_cache_gib
+        return _round_down(static / (usable - o.before_load_gib))
     weights = e.target_weights_gib + e.draft_weights_gib
     free_after_warmup = usable - weights - o.activation_gib - o.non_torch_gib - o.nccl_gib
     if free_after_warmup <= 0:

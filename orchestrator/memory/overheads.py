@@ -15,12 +15,38 @@ from orchestrator.memory.gpus import GIB, Gpu
 from orchestrator.profile.schema import Profile
 
 # --- activation peak (all engines run a profile / warm-up forward pass at the batch-token cap) ---
-#: Peak activation bytes per profiled token per intermediate (MLP) element on one GPU. Fitted to
-#: vLLM's "PyTorch activation peak memory" for Llama-3.1-8B (I=14336) on an RTX 3090: 2.07 GiB at
-#: 20k and 2.99 GiB at 29k profiled tokens (vllm-project/vllm#10517), after the logits term below.
-ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE: Final = 7.0
-#: The sampler's dummy run holds fp32 logits and probabilities (two copies) for every running
-#: sequence: max_num_seqs x vocab x 4 B x 2 (vLLM gpu_model_runner `_dummy_sampler_run`).
+# The profile run has two peaks that never coexist: the forward pass (MLP intermediates at the
+# batch-token cap) and the sampler warm-up (logits of `max_num_seqs` dummy requests). The engine
+# records the larger one, so the activation term is max(forward, sampler), not their sum.
+#: Peak forward-pass bytes per profiled token per intermediate (MLP) element on one GPU. Fitted to
+#: vLLM's "PyTorch activation peak" (peak_torch_memory - weights) for Llama-3.1-8B (I=14336) on
+#: an RTX 3090 (vllm-project/vllm#10517): 2.07 GiB at 20,000 and 2.99 GiB at 29,000 profiled
+#: tokens give 7.75 and 7.72 B with no intercept (the sampler peak, ~1.2 GiB, is the smaller one).
+ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE: Final = 7.75
+#: MoE layers add the fused-MoE output cache, tokens x top-k x hidden x 2 B (vLLM
+#: fused_moe.py `intermediate_cache3`, shape (M, topk, K)); aiconfigurator adds a "MoE dispatch
+#: workspace" term for the same reason (catalog.md §D4).
+MOE_WORKSPACE_BYTES_PER_ELEMENT: Final = 2
+#: vLLM V1 (default from 0.8.0) warms the sampler up over `max_num_seqs` dummy requests with
+#: top-k/top-p by sorting, per (request x vocabulary) entry: bf16 logits 2 + fp32 logits 4 +
+#: temperature copy 4 + sorted values 4 + int64 sort indices 8 + softmax 4 + cumsum 4 + scattered
+#: logits 4 + probs 4 + exponential noise 4 = 42 B; we use 40. Evidence: "CUDA out of memory
+#: occurred when warming up sampler with 1024 dummy requests" (vllm#15617, v0.8.2); Qwen3-235B-FP8
+#: at TP4 on H100 (vllm#21348, ~v0.9.2) leaves 8.1 GiB of non-KV memory beyond the weights, which
+#: only a ~5.8 GiB sampler peak (1024 x 151,936 x 40 B) comes close to explaining.
+VLLM_SORT_SAMPLER_BYTES_PER_LOGIT: Final = 40
+#: Later vLLM warms the sampler up far more cheaply: a v0.21 Qwen3-8B log on a 24 GB card
+#: (LMCache/LMCache#3430) leaves at most ~0.5 GiB for activations with 256 x 151,936 entries,
+#: i.e. <= 13.8 B/entry (fp32 logits + probs ~ 8-12 B). We take 12 B from v0.21.0, the first
+#: release with a log showing it; the change lies somewhere in 0.9.3-0.21.0 and releases in that
+#: window keep the sort-based cost (predicts less KV, the safe side).
+VLLM_LEAN_SAMPLER_BYTES_PER_LOGIT: Final = 12
+VLLM_LEAN_SAMPLER_FROM: Final = (0, 21, 0)
+#: The V0 engine (< 0.8) has no separate sampler warm-up whose peak shows: the 35k-token
+#: chunked-prefill run of vllm#10517 peaks 0.06-0.09 GiB above the weights with 256 x 128,256
+#: entries, i.e. about the bf16 logits alone (2 B/entry).
+VLLM_V0_SAMPLER_BYTES_PER_LOGIT: Final = 2
+#: SGLang and TensorRT-LLM warm-up logits: fp32 logits and probabilities (no public log to fit).
 LOGITS_BYTES_PER_ENTRY: Final = 8
 #: vLLM V1 default max_num_batched_tokens for `vllm serve`: 8192 on GPUs with >= 70 GiB that are
 #: not A100, else 2048 (vllm/engine/arg_utils.py `_set_default_args_v1`, v0.8-v0.10).
@@ -73,37 +99,82 @@ class Overheads:
     """Memory one GPU needs besides weights and KV cache, and which of it the engine budgets."""
 
     activation_gib: float
+    """The profile run's peak: the larger of `forward_gib` and `sampler_gib`."""
     cuda_graph_gib: float
     non_torch_gib: float
     nccl_gib: float
     graphs_in_budget: bool
     """False when the engine captures CUDA graphs outside its own memory knob (vLLM < 0.21)."""
     profiled_tokens: int
+    forward_gib: float = 0.0
+    """Peak of the forward pass at `profiled_tokens` (MLP intermediates, MoE workspace)."""
+    sampler_gib: float = 0.0
+    """Peak of the sampler warm-up over `max_concurrency` dummy requests."""
 
     @property
     def total_gib(self) -> float:
         return self.activation_gib + self.cuda_graph_gib + self.non_torch_gib + self.nccl_gib
+
+    @property
+    def before_load_gib(self) -> float:
+        """Memory in use before the engine loads weights (CUDA context, cuBLAS, NCCL)."""
+        return self.non_torch_gib + self.nccl_gib
 
 
 def engine_overheads(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Overheads:
     """The overheads of `profile.engine` at its version for this target on this GPU."""
     tp = profile.hardware.tensor_parallel_size
     tokens = profiled_tokens(profile, gpu)
+    forward = forward_bytes(target, tokens, tp) / GIB
+    sampler = sampler_bytes(target, profile.serving.max_concurrency, _sampler_cost(profile)) / GIB
     return Overheads(
-        activation_gib=activation_bytes(target, tokens, tp, profile.serving.max_concurrency) / GIB,
+        activation_gib=max(forward, sampler),
         cuda_graph_gib=cuda_graph_gib(profile, target, gpu),
         non_torch_gib=NON_TORCH_GIB,
         nccl_gib=nccl_gib(tp),
         graphs_in_budget=_graphs_in_budget(profile),
         profiled_tokens=tokens,
+        forward_gib=forward,
+        sampler_gib=sampler,
     )
 
 
-def activation_bytes(info: CheckpointInfo, tokens: int, tp: int, max_seqs: int) -> float:
-    """Peak activation of the profile run: MLP intermediates per token plus sampler logits."""
-    intermediate = _active_intermediate(info) / tp
-    logits = max_seqs * (info.vocab_size or 0) * LOGITS_BYTES_PER_ENTRY
-    return tokens * intermediate * ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE + logits
+def activation_bytes(
+    info: CheckpointInfo,
+    tokens: int,
+    tp: int,
+    max_seqs: int,
+    bytes_per_logit: float = LOGITS_BYTES_PER_ENTRY,
+) -> float:
+    """Peak activation of the profile run: the larger of the forward pass and the sampler."""
+    return max(forward_bytes(info, tokens, tp), sampler_bytes(info, max_seqs, bytes_per_logit))
+
+
+def forward_bytes(info: CheckpointInfo, tokens: int, tp: int) -> float:
+    """Forward-pass peak on one GPU: MLP intermediates per token, plus the fused-MoE output cache
+    (tokens x top-k x hidden) for MoE models."""
+    mlp = tokens * _active_intermediate(info) / tp * ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE
+    if not info.num_experts:
+        return mlp
+    topk = info.num_experts_per_tok or 1
+    return mlp + tokens * topk * (info.hidden_size or 0) * MOE_WORKSPACE_BYTES_PER_ELEMENT
+
+
+def sampler_bytes(info: CheckpointInfo, max_seqs: int, bytes_per_logit: float) -> float:
+    """Sampler warm-up peak: one logits row per dummy request over the whole vocabulary (logits
+    are gathered to the sampling rank, so they are not split by TP)."""
+    return max_seqs * (info.vocab_size or 0) * bytes_per_logit
+
+
+def _sampler_cost(profile: Profile) -> float:
+    if profile.engine.name != "vllm":
+        return LOGITS_BYTES_PER_ENTRY
+    version = parse_version(profile.engine.version)
+    if version < VLLM_V1_DEFAULT_FROM:
+        return VLLM_V0_SAMPLER_BYTES_PER_LOGIT
+    if version < VLLM_LEAN_SAMPLER_FROM:
+        return VLLM_SORT_SAMPLER_BYTES_PER_LOGIT
+    return VLLM_LEAN_SAMPLER_BYTES_PER_LOGIT
 
 
 def profiled_tokens(profile: Profile, gpu: Gpu) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import ProfileError
-from orchestrator.memory.budget import engine_memory_fraction, estimate_memory
+from orchestrator.memory.budget import engine_kv_gib, engine_memory_fraction, estimate_memory
 from orchestrator.memory.gpus import find_gpu, gpu_catalog
 from orchestrator.memory.report import gpu_table, memory_table
 from tests.unit.memory.conftest import DEEPSEEK_V3, EAGLE3_8B, LLAMA_8B, make_profile
@@ -96,8 +96,10 @@ class TestEngineFraction:
         e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
         assert e is not None
         static = e.target_weights_gib + e.draft_weights_gib + e.kv_cache_gib
+        # a share of the memory free before weights load: usable minus CUDA context and NCCL
+        free_before_load = e.gpu_usable_gib - e.overheads.non_torch_gib - e.overheads.nccl_gib
         assert engine_memory_fraction(profile, e) == pytest.approx(
-            static / e.gpu_usable_gib, abs=0.001
+            static / free_before_load, abs=0.001
         )
 
     def test_trtllm_fraction_is_of_memory_free_after_weights(self) -> None:
@@ -146,3 +148,42 @@ class TestReport:
         text = gpu_table(list(gpu_catalog().values()))
         assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in text
         assert len(text.splitlines()) == len(gpu_catalog()) + 1
+
+
+class TestEngineKv:
+    """`engine_kv_gib` inverts the knob translation: the rendered knob gives back the estimate."""
+
+    @pytest.mark.parametrize(
+        "engine",
+        [
+            _engine("vllm", "0.32.0"),
+            _engine("vllm", "0.20.0"),
+            _engine("sglang", "0.5.0"),
+            _engine("trtllm", "1.2.0"),
+        ],
+    )
+    def test_rendered_knob_gives_back_the_kv_estimate(self, engine: dict[str, str]) -> None:
+        e = estimate_memory(make_profile(engine=engine), LLAMA_8B, EAGLE3_8B)
+        assert e is not None
+        # the knob is rounded down to 3 decimals: at most 0.001 of usable memory is lost
+        kv = engine_kv_gib(e, e.engine_fraction)
+        assert e.kv_cache_gib - 0.001 * e.gpu_usable_gib <= kv <= e.kv_cache_gib + 1e-9
+
+    def test_vllm_sampler_cost_follows_the_release(self) -> None:
+        """V0 shows no sampler peak, V1 before 0.21 sorts (40 B/logit), later releases do not."""
+        profile = {"serving": {"max_concurrency": 1024}}
+        sizes = {
+            version: estimate_memory(
+                make_profile(engine=_engine("vllm", version), **profile), LLAMA_8B, None
+            )
+            for version in ("0.6.4", "0.9.2", "0.21.0")
+        }
+        sampler = {v: e.overheads.sampler_gib for v, e in sizes.items() if e is not None}
+        entries = 1024 * 128256
+        assert sampler["0.6.4"] == pytest.approx(entries * 2 / 2**30)
+        assert sampler["0.9.2"] == pytest.approx(entries * 40 / 2**30)
+        assert sampler["0.21.0"] == pytest.approx(entries * 12 / 2**30)
+        for e in sizes.values():
+            assert e is not None
+            o = e.overheads
+            assert o.activation_gib == max(o.forward_gib, o.sampler_gib)
