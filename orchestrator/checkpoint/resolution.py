@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import urllib.parse
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.checkpoint.catalog import catalog_info
@@ -56,6 +57,9 @@ class CheckpointResolver:
             if found is not None:
                 return found
         info = catalog_info(model)
+        if info is not None and revision is not None:
+            note = f"; revision {revision} not checked (catalog facts are not versioned)"
+            return replace(info, location=info.location + note)
         if info is not None:
             return info
         tried.append(f"built-in catalog: no entry for {model}")
@@ -79,13 +83,18 @@ class CheckpointResolver:
         found = try_to_load_from_cache(
             model, "config.json", cache_dir=str(cache), revision=revision
         )
-        if not isinstance(found, str):
+        snapshot = Path(found).parent if isinstance(found, str) else None
+        location = str(snapshot)
+        if snapshot is None and revision is None:
+            # Downloaded at a commit only (no refs/main): one cached snapshot is unambiguous.
+            snapshot = _only_snapshot(cache, model)
+            location = f"{snapshot} (the only cached snapshot; no refs/main)"
+        if snapshot is None:
             at = f" at revision {revision}" if revision else ""
             tried.append(f"Hugging Face cache {cache}: no config.json for {model}{at}")
             return None
-        snapshot = Path(found).parent
         return read_checkpoint_dir(
-            snapshot, ref=model, source="hf-cache", location=str(snapshot), revision=snapshot.name
+            snapshot, ref=model, source="hf-cache", location=location, revision=snapshot.name
         )
 
     def _from_hub(
@@ -106,6 +115,14 @@ class CheckpointResolver:
         return read_checkpoint_dir(
             snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
         )
+
+
+def _only_snapshot(cache: Path, model: str) -> Path | None:
+    from huggingface_hub.file_download import repo_folder_name
+
+    snapshots = cache / repo_folder_name(repo_id=model, repo_type="model") / "snapshots"
+    found = sorted(snapshots.glob("*/config.json")) if snapshots.is_dir() else []
+    return found[0].parent if len(found) == 1 else None
 
 
 def _hub_unreachable() -> str | None:

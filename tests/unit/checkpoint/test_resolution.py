@@ -151,3 +151,17 @@ def test_importing_the_checkpoint_stage_does_not_import_the_hub_client() -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_cache_without_refs_main_uses_its_only_snapshot(tmp_path: Path) -> None:
+    shutil.copytree(HF_CACHE, tmp_path / "hub")
+    (tmp_path / "hub" / "models--specdeploy-fixtures--tiny-qwen3" / "refs" / "main").unlink()
+    found = resolver(tmp_path).resolve("target.model", CACHED, None)
+    assert isinstance(found, CheckpointInfo) and found.revision == COMMIT
+    assert "the only cached snapshot" in found.location
+
+
+def test_a_pinned_revision_from_the_catalog_says_it_was_not_checked(tmp_path: Path) -> None:
+    found = resolver(tmp_path).resolve("target.model", "Qwen/Qwen3-8B", "a" * 40)
+    assert isinstance(found, CheckpointInfo) and found.source == "catalog"
+    assert f"revision {'a' * 40} not checked" in found.location
