@@ -8,18 +8,36 @@ silently. A checkpoint that could not be resolved at all is reported once, by
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import replace
 
 from orchestrator.checkpoint.compare import compare_tokenizers, normalise_model_name
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.resolution import looks_like_path
-from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.compatibility.rule import Check, CompatContext, Finding, rule
 
 _UNCHECKED_WHY = (
     "specdeploy could not check this from metadata, so a mismatch would first show at serving time"
 )
 _GENERATION_NAME = {"eagle1": "EAGLE-1/2", "eagle3": "EAGLE-3"}
 _UNPINNED = frozenset({"main", "master", "head"})
+
+
+def _about(field: str) -> Callable[[Check], Check]:
+    """Stamp the profile field a rule's findings are about (unless a finding names its own)."""
+
+    def wrap(check: Check) -> Check:
+        @functools.wraps(check)
+        def stamped(ctx: CompatContext) -> Finding | list[Finding] | None:
+            result = check(ctx)
+            if isinstance(result, Finding):
+                return result if result.field else _at(field, result)
+            return result
+
+        return stamped
+
+    return wrap
 
 
 def _draft_model(ctx: CompatContext) -> bool:
@@ -66,6 +84,7 @@ def _unresolved(u: Unresolved) -> Finding:
     source="llama.cpp PR #3812 (per-token vocab check); catalog.md §A4 (same size, other tokens)",
     applies=_draft_model,
 )
+@_about("proposer.model")
 def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
     """The target verifies the draft's token ids directly, so both must mean the same strings by
     the same ids. Equal vocab_size proves nothing (Llama-2 and Mistral both have 32000 tokens);
@@ -104,6 +123,7 @@ def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
     "vocabulary, not enforced in code)",
     applies=_draft_model,
 )
+@_about("proposer.model")
 def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
     """vLLM refuses a draft_model whose vocab_size differs from the target's, even when only the
     embedding padding differs (Qwen2.5-7B pads to 152064, 1.5B to 151936). SGLang (STANDALONE)
@@ -158,6 +178,7 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
     "vllm-project/vllm issue #18906",
     applies=_eagle,
 )
+@_about("proposer.model")
 def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
     """An EAGLE head reads the target's hidden states, so it only fits a target of the hidden
     size it was trained on (`target_hidden_size`, else its own `hidden_size`). A head for another
@@ -184,6 +205,7 @@ def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
     source="vLLM llama_eagle3.py (d2t offsets into the target vocab); catalog.md §B3, §B4 #2",
     applies=_eagle,
 )
+@_about("proposer.model")
 def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
     """A head's token ids must land in the target's vocabulary: its `vocab_size` must equal the
     target's, and a reduced `draft_vocab_size` needs the `d2t` map that translates draft ids into
@@ -223,6 +245,7 @@ def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
     "EagleLlamaForCausalLM vs Eagle3LlamaForCausalLM",
     applies=lambda ctx: _eagle(ctx) and ctx.engine != "trtllm",
 )
+@_about("proposer.model")
 def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
     """EAGLE-1/2 heads read one hidden state, EAGLE-3 heads three: a head of the other generation
     either fails to load or runs with acceptance ~1.0. TensorRT-LLM is left to
@@ -250,6 +273,7 @@ def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
     source="catalog.md §B3 (valid ids 0..num_hidden_layers); sgl-project/sglang PR #32334",
     applies=_eagle3,
 )
+@_about("proposer.model")
 def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
     """EAGLE-3 heads read hidden states of chosen target layers. Ids beyond the target's layer
     count mean the head was trained on a deeper target (e.g. a gpt-oss-120b head, ids up to 36,
@@ -276,6 +300,7 @@ def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
     source="vllm-project/speculators src/speculators/config.py VerifierConfig; catalog.md B4",
     applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
 )
+@_about("proposer.model")
 def speculators_verifier_matches(ctx: CompatContext) -> Finding | None:
     """A speculators-format head records the verifier it was trained against. The field is
     user-supplied and often a local path or a quantized variant's name, so names are normalised
@@ -310,6 +335,7 @@ def speculators_verifier_matches(ctx: CompatContext) -> Finding | None:
     source="vllm.md §2.3 (MTP config keys per family); sglang_trtllm.md B3 (TRT-LLM MTP)",
     applies=_mtp,
 )
+@_about("proposer.method")
 def mtp_layers_declared(ctx: CompatContext) -> Finding | None:
     """method: mtp drafts with the target's own multi-token-prediction layers; a config that
     declares none (num_nextn_predict_layers, mtp_num_hidden_layers, num_mtp_modules) has nothing
@@ -335,6 +361,7 @@ def mtp_layers_declared(ctx: CompatContext) -> Finding | None:
     source="MiniMax-AI/MiniMax-M2 issue #47, MiniMax-M2.5 issue #8 (MTP in config, no weights)",
     applies=lambda ctx: _mtp(ctx) and ctx.target is not None and ctx.target.mtp_layers > 0,
 )
+@_about("target.model")
 def mtp_weights_present(ctx: CompatContext) -> Finding | None:
     """A config can declare MTP layers whose weights were never published; the engine then
     fails only when it loads the checkpoint. The weight index shows whether they exist."""
@@ -385,6 +412,7 @@ def revisions_pinned(ctx: CompatContext) -> list[Finding]:
     "checkpoints are not compatible); sglang_trtllm.md B2",
     applies=lambda ctx: ctx.engine == "trtllm" and _eagle(ctx),
 )
+@_about("proposer.model")
 def trtllm_eagle_checkpoint(ctx: CompatContext) -> Finding | None:
     """TensorRT-LLM's PyTorch backend serves EAGLE-3 heads only; `Eagle` is an alias converted to
     Eagle3, so an EAGLE-1/2 checkpoint cannot be served whichever method is written."""

@@ -592,3 +592,14 @@ def test_no_rule_crashes_on_an_all_unknown_checkpoint(rule: Any) -> None:
             draft = bare if method != "mtp" else None
             findings = rule(context(method, engine, target=bare, draft=draft))
             assert all(f.severity == "info" for f in findings), findings
+
+
+def test_findings_name_the_profile_field_they_are_about() -> None:
+    tokenizer = context(target=fixture("llama2-style-32k"), draft=fixture("mistral-style-32k"))
+    assert one(draft_tokenizer_matches(tokenizer)).field == "proposer.model"
+    assert one(mtp_layers_declared(context("mtp", target=fixture("qwen3-8b")))).field == (
+        "proposer.method"
+    )
+    no_weights = context("mtp", target=fixture("mimo-7b-no-mtp-weights"))
+    assert one(mtp_weights_present(no_weights)).field == "target.model"
+    assert draft_tokenizer_matches.check.__name__ == "draft_tokenizer_matches"
