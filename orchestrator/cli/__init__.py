@@ -36,6 +36,9 @@ COMMAND_MODULES: dict[str, str] = {
     "plan": "orchestrator.cli.plan_cmd",
     "gpus": "orchestrator.cli.plan_cmd",
     "bench": "orchestrator.cli.bench_cmd",
+    "apply": "orchestrator.cli.deploy_cmd",
+    "status": "orchestrator.cli.deploy_cmd",
+    "delete": "orchestrator.cli.deploy_cmd",
 }
 
 
@@ -92,3 +95,11 @@ def _register(*modules: Any) -> None:
 from orchestrator.cli import inspect_cmd  # noqa: E402
 
 _register(inspect_cmd)
+
+from orchestrator.cli import dev_cmd  # noqa: E402
+
+_register(dev_cmd)
+
+from orchestrator.cli import run_cmd  # noqa: E402
+
+_register(run_cmd)

@@ -19,6 +19,7 @@ from orchestrator.compatibility import RULES_BY_ID
 from orchestrator.deploy.dry_run_files import render_files, write_files
 from orchestrator.engines.capabilities import matrix
 from orchestrator.errors import OrchestratorError
+from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
 from orchestrator.pipeline import DeploymentPlan, build_plan
 from orchestrator.profile.schema import Profile
@@ -58,12 +59,24 @@ def validate(
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for launch.json, engine config files and k8s/ manifests.",
 )
+@click.option(
+    "--helm-values",
+    "helm_values_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write values for the Helm chart in charts/specdeploy.",
+)
 @format_option
 @strict_option
 @offline_option
 @ignore_option
 def render(
-    profile: Path, out_dir: Path, output: str, strict: bool, offline: bool, ignore: tuple[str, ...]
+    profile: Path,
+    out_dir: Path,
+    helm_values_file: Path | None,
+    output: str,
+    strict: bool,
+    offline: bool,
+    ignore: tuple[str, ...],
 ) -> None:
     """Validate, then write the engine launch and Kubernetes manifests (a dry run).
 
@@ -73,7 +86,12 @@ def render(
     code = plan.exit_code(strict=strict)
     written: list[Path] = []
     if code == 0:
-        written = write_files(render_files(plan), out_dir)
+        files = render_files(plan)
+        written = write_files(files, out_dir)
+        if helm_values_file is not None:
+            written += write_files(
+                {helm_values_file.name: helm_values_yaml(plan)}, helm_values_file.parent
+            )
     if output == "json":
         document = plan_document(plan, strict=strict)
         document["written"] = [str(p) for p in written]
@@ -117,7 +135,8 @@ def engines(output: str) -> None:
         click.echo(f"{engine}  (image {table['image']})")
         for entry in table["releases"]:
             changes = [
-                f"+{kind.removeprefix('adds_')}: {', '.join(map(str, entry[kind]))}"
+                f"{'+' if kind.startswith('adds_') else '-'}"
+                f"{kind.removeprefix('adds_').removeprefix('drops_')}: {', '.join(map(str, entry[kind]))}"
                 for kind in sorted(entry)
                 if kind.startswith(("adds_", "drops_")) and entry[kind]
             ]

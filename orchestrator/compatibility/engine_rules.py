@@ -138,10 +138,15 @@ def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
     return None
 
 
-@rule("engine.sglang-overlap-topk", source=_SGLANG_DOCS, applies=_sglang_spec)
+@rule(
+    "engine.sglang-overlap-topk",
+    source=_SGLANG_DOCS + "; sglang 0.5.11-0.5.23 wheels (SGLANG_ENABLE_SPEC_V2, then always V2)",
+    applies=lambda ctx: _sglang_spec(ctx) and ctx.release.has("spec-overlap-scheduler"),
+)
 def sglang_overlap_needs_topk_one(ctx: CompatContext) -> Finding | None:
-    """SGLang's overlap scheduler (on by default for speculative decoding) supports only chain
-    drafting (--speculative-eagle-topk 1); tree drafting must disable it."""
+    """SGLang's overlap scheduler (on by default for speculative decoding from 0.5.11; before
+    that speculation ran without it) supports only chain drafting (--speculative-eagle-topk 1);
+    tree drafting must disable it."""
     tuning = ctx.profile.sglang
     if tuning is None or tuning.eagle_topk == 1 or tuning.disable_overlap_schedule:
         return None

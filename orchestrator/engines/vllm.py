@@ -22,14 +22,10 @@ _METHOD: Final[Mapping[str, str]] = {
     "mtp": "mtp",
     "ngram": "ngram",
 }
-#: Before vLLM 0.11 MTP was spelled per model family (vllm.md §2.1: deprecated aliases).
-_MTP_ALIAS_BY_MODEL_TYPE: Final[Mapping[str, str]] = {
-    "deepseek_v3": "deepseek_mtp",
-    "mimo": "mimo_mtp",
-    "glm4_moe": "glm4_moe_mtp",
-    "ernie4_5_moe": "ernie_mtp",
-    "qwen3_next": "qwen3_next_mtp",
-}
+#: Before vLLM 0.11 the only MTP method the config accepted was "deepseek_mtp"; vLLM then found
+#: the real family itself, but filled in the draft path only for some families, so specdeploy
+#: names the target explicitly (vllm 0.10.0 wheel, vllm/config.py; docs/engine-matrix.md).
+_LEGACY_MTP_METHOD: Final = "deepseek_mtp"
 #: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
 _KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
@@ -124,14 +120,15 @@ class VllmEngine:
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
     proposer = spec.profile.proposer
     method = _METHOD[proposer.method]
+    draft = spec.draft_model
     if method == "mtp" and not spec.release.has("mtp-unified-method"):
-        method = _MTP_ALIAS_BY_MODEL_TYPE.get(spec.target_model_type or "", "deepseek_mtp")
+        method, draft = _LEGACY_MTP_METHOD, spec.target_model
     config: dict[str, Any] = {
         "method": method,
         "num_speculative_tokens": proposer.num_speculative_tokens,
     }
-    if spec.draft_model is not None:
-        config["model"] = spec.draft_model
+    if draft is not None:
+        config["model"] = draft
     if proposer.revision is not None:
         config["revision"] = proposer.revision
     if proposer.draft_tensor_parallel_size is not None:

@@ -159,6 +159,15 @@ class ServingSpec(StrictModel):
     """Extra engine command-line tokens, passed through; may not override flags specdeploy manages."""
 
 
+class ModelCacheSpec(StrictModel):
+    size: str = Field(default="200Gi", pattern=r"^\d+(Mi|Gi|Ti)$")
+    """Capacity of the PVC that holds the Hugging Face cache, shared by both variants."""
+    storage_class: str | None = None
+    """StorageClass of the PVC; the cluster default when omitted."""
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteMany"
+    """ReadWriteMany lets replicas on different nodes share the cache."""
+
+
 class DeploySpec(StrictModel):
     replicas: int = Field(default=1, ge=0)
     """Serving replicas."""
@@ -166,6 +175,8 @@ class DeploySpec(StrictModel):
     """Also deploy the same target without speculation, for an A/B comparison."""
     hf_token_secret: str | None = None
     """Name of a Kubernetes Secret with key HF_TOKEN; never the token itself."""
+    model_cache: ModelCacheSpec | None = None
+    """A PersistentVolumeClaim for the model cache; an emptyDir when omitted."""
 
     @field_validator("hf_token_secret")
     @classmethod

@@ -43,11 +43,11 @@ class TestEngineVersionIsKnown:
 
 
 class TestEngineSupportsMethod:
-    def test_draft_model_needs_vllm_014(self) -> None:
+    def test_draft_model_needs_vllm_015(self) -> None:
         finding = only(engine_supports_method(ctx(engine={"name": "vllm", "version": "0.12.0"})))
         assert finding.rule == "engine.method-supported" and finding.severity == "error"
         assert "'draft_model' is not supported by vllm 0.12.0" in finding.what
-        assert "0.14.0 or newer" in finding.fix
+        assert "0.15.0 or newer" in finding.fix
 
     def test_trtllm_has_no_eagle1(self) -> None:
         sections = {
@@ -147,6 +147,11 @@ class TestSglangOverlapNeedsTopkOne:
 
     def test_does_not_apply_to_vllm(self) -> None:
         assert sglang_overlap_needs_topk_one(ctx()) == []
+
+    def test_does_not_apply_before_the_overlap_scheduler(self) -> None:
+        old = {"name": "sglang", "version": "0.5.10"}
+        tuning = {"eagle_topk": 4, "num_draft_tokens": 8}
+        assert sglang_overlap_needs_topk_one(ctx(engine=old, sglang=tuning)) == []
 
 
 class TestSglangDraftTokensAreConsistent:

@@ -93,13 +93,17 @@ class TestVllm:
         config = json.loads(flag(launch(eagle, draft="org/head").argv, "--speculative-config"))
         assert config["method"] == "eagle3" and config["revision"] == "r1"
 
-    def test_mtp_spelled_per_family_before_unified_name(self) -> None:
+    def test_mtp_is_deepseek_mtp_with_target_before_unified_name(self) -> None:
         old = make_profile(
             engine={"name": "vllm", "version": "0.10.1"},
             proposer={"method": "mtp", "num_speculative_tokens": 1},
         )
         config = json.loads(flag(launch(old, model_type="mimo").argv, "--speculative-config"))
-        assert config["method"] == "mimo_mtp"
+        assert config == {
+            "method": "deepseek_mtp",
+            "model": "Qwen/Qwen3-8B",
+            "num_speculative_tokens": 1,
+        }
         new = make_profile(proposer={"method": "mtp", "num_speculative_tokens": 1})
         assert (
             json.loads(flag(launch(new, model_type="mimo").argv, "--speculative-config"))["method"]
@@ -137,7 +141,11 @@ class TestSglang:
         assert flag(argv, "--speculative-eagle-topk") == "1"
         assert flag(argv, "--speculative-num-draft-tokens") == "5"
         assert flag(argv, "--mem-fraction-static") == "0.7"
-        assert flag(argv, "--cuda-graph-max-bs") == "8"
+        assert flag(argv, "--cuda-graph-max-bs-decode") == "8"  # renamed in 0.5.14
+        older = make_profile(
+            engine={"name": "sglang", "version": "0.5.13"}, sglang={"cuda_graph_max_bs": 8}
+        )
+        assert flag(launch(older).argv, "--cuda-graph-max-bs") == "8"
         assert "--disable-overlap-schedule" not in argv
 
     def test_tree_drafting_disables_overlap_when_asked(self) -> None:
@@ -189,15 +197,21 @@ class TestTrtllm:
             proposer={"method": "eagle3", "model": "org/head", "num_speculative_tokens": 4},
         )
         data = trt_yaml(profile)
+        # <= 1.2 parses only "Eagle" (the PyTorch backend's EAGLE-3 path); "Eagle3" from 1.3.0rc21
         assert data["speculative_config"] == {
-            "decoding_type": "Eagle3",
+            "decoding_type": "Eagle",
             "max_draft_len": 4,
             "speculative_model_dir": "org/head",
         }
         assert data["kv_cache_config"] == {"free_gpu_memory_fraction": 0.9}
         argv = launch(profile, draft="org/head").argv
         assert argv[:2] == ("trtllm-serve", "Qwen/Qwen3-8B")
-        assert flag(argv, "--config").endswith("extra-llm-api-config.yaml")
+        assert flag(argv, "--extra_llm_api_options").endswith("extra-llm-api-config.yaml")
+        newer = make_profile(
+            engine={"name": "trtllm", "version": "1.3.0rc21"},
+            proposer={"method": "eagle3", "model": "org/head", "num_speculative_tokens": 4},
+        )
+        assert trt_yaml(newer)["speculative_config"]["decoding_type"] == "Eagle3"  # type: ignore[index]
 
     def test_config_flag_name_follows_release(self) -> None:
         profile = make_profile(
@@ -206,6 +220,11 @@ class TestTrtllm:
         )
         argv = launch(profile).argv
         assert "--extra_llm_api_options" in argv and "--config" not in argv
+        newer = make_profile(
+            engine={"name": "trtllm", "version": "1.3.0rc21"},
+            proposer={"method": "ngram", "num_speculative_tokens": 3},
+        )
+        assert "--config" in launch(newer).argv
 
     def test_ngram_and_draft_target_disable_overlap(self) -> None:
         ngram = make_profile(
@@ -232,7 +251,7 @@ class TestTrtllm:
             "num_nextn_predict_layers": 2,
         }
         new = make_profile(
-            engine={"name": "trtllm", "version": "1.3.0rc1"},
+            engine={"name": "trtllm", "version": "1.3.0rc21"},
             proposer={"method": "mtp", "num_speculative_tokens": 2},
         )
         assert trt_yaml(new, draft=None)["speculative_config"] == {
