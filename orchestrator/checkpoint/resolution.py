@@ -38,12 +38,15 @@ class CheckpointResolver:
         """Metadata of `model` (the profile's `field`), or what was tried and why it failed."""
         path = Path(model).expanduser()
         path = path if path.is_absolute() else self.base_dir / path
-        if path.is_dir():
+        tried: list[str] = []
+        if path.is_dir() and (path / "config.json").is_file():
             location = str(path.resolve())
             return read_checkpoint_dir(
                 path, ref=model, source="local", location=location, revision=None
             )
-        tried: list[str] = []
+        if path.is_dir():
+            tried.append(f"local directory: {path} has no config.json")
+            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
         if path.exists() or looks_like_path(model):
             what = "is a file, not a checkpoint directory" if path.exists() else "does not exist"
             tried.append(f"local directory: {path} {what}")

@@ -165,3 +165,9 @@ def test_a_pinned_revision_from_the_catalog_says_it_was_not_checked(tmp_path: Pa
     found = resolver(tmp_path).resolve("target.model", "Qwen/Qwen3-8B", "a" * 40)
     assert isinstance(found, CheckpointInfo) and found.source == "catalog"
     assert f"revision {'a' * 40} not checked" in found.location
+
+
+def test_a_directory_without_config_is_unresolved(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    found = resolver(tmp_path).resolve("target.model", "./empty", None)
+    assert isinstance(found, Unresolved) and "has no config.json" in found.tried[0]
