@@ -1,7 +1,10 @@
 """Runtime overheads per engine and release: activation peak, CUDA graphs, non-torch, NCCL.
 
 These are estimates with named sources, not measurements; `benchmarks/memory_accuracy.py`
-compares the resulting KV sizes with what engines logged.
+compares the resulting KV sizes with what engines logged (15 public logs, vLLM 0.6-0.21, SGLang,
+TensorRT-LLM). Release differences modelled: vLLM V0 (< 0.8) shows no sampler peak, V1 warms the
+sampler up over `max_num_seqs` requests by sorting until a cheaper warm-up (seen from 0.21), and
+CUDA graphs move inside `gpu_memory_utilization` from 0.21.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from orchestrator.memory.formulas import (
     sliding_tokens_held,
 )
 from orchestrator.memory.kv import capacity, target_layout
+from orchestrator.memory.overheads import activation_bytes, forward_bytes, sampler_bytes
 from orchestrator.memory.weights import eagle_head_weight_bytes, target_weight_bytes
 from tests.unit.memory.conftest import (
     DEEPSEEK_V3,
@@ -117,3 +118,23 @@ class TestCapacity:
 
     def test_negative_kv_fits_nothing(self) -> None:
         assert capacity(-1.0, 131072, 0, 8192).sequences == 0
+
+
+class TestActivation:
+    """The profile run's peak: max(forward pass, sampler warm-up), by hand."""
+
+    def test_dense_forward_is_tokens_times_intermediate(self) -> None:
+        # 8192 tokens x 14336 / TP 2 x 7.75 B
+        assert forward_bytes(LLAMA_8B, 8192, 2) == pytest.approx(8192 * 7168 * 7.75)
+
+    def test_moe_forward_adds_the_fused_moe_output_cache(self) -> None:
+        # MLP: 2048 x (2880 x 4 active experts) x 7.75; cache: 2048 x top-4 x 2880 hidden x 2 B
+        expected = 2048 * 11520 * 7.75 + 2048 * 4 * 2880 * 2
+        assert forward_bytes(GPT_OSS_20B, 2048, 1) == pytest.approx(expected)
+
+    def test_peak_is_the_larger_phase_not_the_sum(self) -> None:
+        long_prefill = activation_bytes(LLAMA_8B, 20000, 1, 256, bytes_per_logit=40)
+        assert long_prefill == pytest.approx(20000 * 14336 * 7.75)  # forward dominates
+        many_requests = activation_bytes(LLAMA_8B, 2048, 1, 1024, bytes_per_logit=40)
+        assert many_requests == pytest.approx(1024 * 128256 * 40)  # sampler dominates
+        assert sampler_bytes(LLAMA_8B, 1024, 40) == many_requests
