@@ -73,23 +73,29 @@ def read_checkpoint_dir(
 ) -> CheckpointInfo:
     """Read every metadata file present in `path`; absent files are listed in `missing`."""
     config = _read_json(path / "config.json")
-    missing = [name for name in ("config.json", "tokenizer.json") if not (path / name).is_file()]
+    tokenizer = read_tokenizer(path)
     weights = read_weight_facts(path)
-    if weights is None:
-        missing.append(f"{INDEX_FILE} or *.safetensors")
+    missing = [
+        name
+        for name, absent in (
+            ("config.json", config is None),
+            ("tokenizer.json", tokenizer is None),
+            (f"{INDEX_FILE} or *.safetensors", weights is None),
+        )
+        if absent
+    ]
     info = info_from_config(
         config or {}, ref=ref, source=source, location=location, revision=revision
     )
-    tensor_names = weights.tensor_names if weights else None
     info = replace(
         info,
-        tokenizer=read_tokenizer(path),
+        tokenizer=tokenizer,
         weight_bytes=weights.weight_bytes if weights else None,
         param_count=weights.param_count if weights else None,
         mtp_tensor_count=(
             count_mtp_tensors(weights.tensor_names, info.num_hidden_layers) if weights else None
         ),
-        eagle=eagle_head_info(config or {}, tensor_names),
+        eagle=eagle_head_info(config or {}, weights.tensor_names if weights else None),
         missing=tuple(missing),
     )
     return _with_modelopt_quant(info, _read_json(path / "hf_quant_config.json"))

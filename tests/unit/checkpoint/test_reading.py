@@ -128,3 +128,11 @@ def test_gpt_oss_layer_types_and_dtype_key() -> None:
     info = _info({"layer_types": ["sliding_attention", "full_attention"], "dtype": "bfloat16"})
     assert info.layer_types == ("sliding_attention", "full_attention")
     assert info.torch_dtype == "bfloat16"
+
+
+def test_a_readable_vocab_json_is_not_reported_missing(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0}))
+    info = read_checkpoint_dir(tmp_path, ref="x", source="local", location="x", revision=None)
+    assert info.tokenizer is not None and info.tokenizer.source_file == "vocab.json"
+    assert "tokenizer.json" not in info.missing and "config.json" in info.missing
