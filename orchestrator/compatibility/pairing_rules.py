@@ -433,8 +433,9 @@ def trtllm_eagle_checkpoint(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.tensor-parallel-shape",
-    source="vLLM QKVParallelLinear (heads split by TP; KV heads split, or replicated when "
-    "tp > kv heads and tp % kv == 0); SGLang uses the same layer",
+    source="vllm/model_executor/layers/linear.py QKVParallelLinear.__init__ (divide() asserts "
+    "heads % tp == 0 and kv % tp == 0, or tp % kv == 0 when KV heads are replicated); SGLang's "
+    "QKVParallelLinear is the same code",
 )
 def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
     """Tensor parallelism splits attention heads across GPUs, so the query heads must divide by
