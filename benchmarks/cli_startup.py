@@ -22,7 +22,9 @@ HEAVY = ("kubernetes", "docker", "huggingface_hub", "httpx", "matplotlib", "jinj
 
 def timed(argv: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    subprocess.run(
+        argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO
+    )
     return time.perf_counter() - start
 
 
@@ -38,12 +40,20 @@ def main() -> None:
         ours.append(timed(command))
         base.append(timed(BASELINE))
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, runpy; sys.argv=['specdeploy','validate',%r,'--offline'];"
-         "\ntry:\n runpy.run_module('orchestrator', run_name='__main__')\nexcept SystemExit: pass\n"
-         "print(','.join(m for m in %r if m in sys.modules))" % (args.profile, HEAVY)],
-        capture_output=True, text=True, cwd=REPO, check=False,
+        [
+            sys.executable,
+            "-c",
+            "import sys, runpy; sys.argv=['specdeploy','validate',%r,'--offline'];"
+            "\ntry:\n runpy.run_module('orchestrator', run_name='__main__')\nexcept SystemExit: pass\n"
+            "print('HEAVY:' + ','.join(m for m in %r if m in sys.modules))" % (args.profile, HEAVY),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
     )
-    loaded = probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else ""
+    marked = [line for line in probe.stdout.splitlines() if line.startswith("HEAVY:")]
+    loaded = marked[-1].removeprefix("HEAVY:") if marked else "?"
     m_ours, m_base = statistics.median(ours), statistics.median(base)
     print(f"runs per command:            {args.runs}")
     print(f"bare imports (median):       {m_base * 1000:7.1f} ms")

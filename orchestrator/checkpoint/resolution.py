@@ -80,9 +80,14 @@ class CheckpointResolver:
     def _from_cache(
         self, model: str, revision: str | None, tried: list[str]
     ) -> CheckpointInfo | None:
+        cache = self.cache_dir()
+        # The standard cache keeps each repo in models--org--name; when that folder is absent
+        # nothing can be cached, and skipping the huggingface_hub import keeps `validate` fast.
+        if not (cache / ("models--" + model.replace("/", "--"))).is_dir():
+            tried.append(f"Hugging Face cache {cache}: {model} is not cached")
+            return None
         from huggingface_hub import try_to_load_from_cache
 
-        cache = self.cache_dir()
         found = try_to_load_from_cache(
             model, "config.json", cache_dir=str(cache), revision=revision
         )

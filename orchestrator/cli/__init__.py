@@ -29,7 +29,7 @@ log = logging.getLogger("specdeploy")
 #: (or for --help), so `validate` never pays for the Kubernetes, Docker or HTTP clients.
 COMMAND_MODULES: dict[str, str] = {
     "validate": "orchestrator.cli.core",
-    "render": "orchestrator.cli.core",
+    "render": "orchestrator.cli.render_cmd",
     "schema": "orchestrator.cli.core",
     "engines": "orchestrator.cli.core",
     "explain": "orchestrator.cli.core",
@@ -39,6 +39,9 @@ COMMAND_MODULES: dict[str, str] = {
     "apply": "orchestrator.cli.deploy_cmd",
     "status": "orchestrator.cli.deploy_cmd",
     "delete": "orchestrator.cli.deploy_cmd",
+    "inspect": "orchestrator.cli.inspect_cmd",
+    "dev": "orchestrator.cli.dev_cmd",
+    "run": "orchestrator.cli.run_cmd",
 }
 
 
@@ -84,22 +87,5 @@ def main() -> None:
     cli(prog_name="specdeploy")
 
 
-def _register(*modules: Any) -> None:
-    for module in modules:
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
 # Each command module exposes `COMMANDS`, a tuple of click commands, and is listed in
-# COMMAND_MODULES above. (`_register` remains for modules not yet listed there.)
-from orchestrator.cli import inspect_cmd  # noqa: E402
-
-_register(inspect_cmd)
-
-from orchestrator.cli import dev_cmd  # noqa: E402
-
-_register(dev_cmd)
-
-from orchestrator.cli import run_cmd  # noqa: E402
-
-_register(run_cmd)
+# COMMAND_MODULES above.

@@ -1,4 +1,4 @@
-"""validate, render, schema, engines, explain."""
+"""validate, schema, engines, explain: the commands that never render manifests."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ from orchestrator.cli.options import (
     strict_option,
 )
 from orchestrator.compatibility import RULES_BY_ID
-from orchestrator.deploy.dry_run_files import render_files, write_files
 from orchestrator.engines.capabilities import matrix
 from orchestrator.errors import OrchestratorError
-from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
-from orchestrator.pipeline import DeploymentPlan, build_plan
+from orchestrator.pipeline import build_plan
 from orchestrator.profile.schema import Profile
 
 
@@ -48,70 +46,6 @@ def validate(
             click.echo(text_report(plan, strict=strict), err=not plan.ok(strict=strict))
     codes = [p.exit_code(strict=strict) for p in plans if p.exit_code(strict=strict)]
     click.get_current_context().exit(min(codes) if codes else 0)
-
-
-@click.command()
-@click.argument("profile", type=profile_argument)
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory for launch.json, engine config files and k8s/ manifests.",
-)
-@click.option(
-    "--helm-values",
-    "helm_values_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write values for the Helm chart in charts/specdeploy.",
-)
-@format_option
-@strict_option
-@offline_option
-@ignore_option
-def render(
-    profile: Path,
-    out_dir: Path,
-    helm_values_file: Path | None,
-    output: str,
-    strict: bool,
-    offline: bool,
-    ignore: tuple[str, ...],
-) -> None:
-    """Validate, then write the engine launch and Kubernetes manifests (a dry run).
-
-    Nothing is written unless the profile is valid. Exit codes as for validate.
-    """
-    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
-    code = plan.exit_code(strict=strict)
-    written: list[Path] = []
-    if code == 0:
-        files = render_files(plan)
-        written = write_files(files, out_dir)
-        if helm_values_file is not None:
-            written += write_files(
-                {helm_values_file.name: helm_values_yaml(plan)}, helm_values_file.parent
-            )
-    if output == "json":
-        document = plan_document(plan, strict=strict)
-        document["written"] = [str(p) for p in written]
-        click.echo(json.dumps(document, indent=2))
-    else:
-        click.echo(text_report(plan, strict=strict), err=code != 0)
-        _print_written(plan, written, out_dir)
-    click.get_current_context().exit(code)
-
-
-def _print_written(plan: DeploymentPlan, written: list[Path], out_dir: Path) -> None:
-    if not written:
-        click.echo(f"nothing written to {out_dir}", err=True)
-        return
-    click.echo(f"wrote {len(written)} files to {out_dir}:")
-    for path in written:
-        click.echo(f"  {path}")
-    launch = plan.launch
-    if launch is not None:
-        click.echo(f"launch: {' '.join(launch.argv)}")
 
 
 @click.command()
@@ -187,4 +121,4 @@ def explain(rule_id: str) -> None:
         click.echo(f"  checked by: {rule.check.__module__}.{getattr(rule.check, '__name__', '?')}")
 
 
-COMMANDS: tuple[click.Command, ...] = (validate, render, schema, engines, explain)
+COMMANDS: tuple[click.Command, ...] = (validate, schema, engines, explain)

@@ -1,0 +1,32 @@
+"""dev: developer tools (tiny local checkpoints for trying specdeploy without a GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from orchestrator.dev.tiny_models import DEFAULT_DIR, make_tiny_models
+
+
+@click.group()
+def dev() -> None:
+    """Developer tools: tiny models for trying the whole flow on a laptop."""
+
+
+@dev.command("make-tiny-models")
+@click.argument(
+    "directory", required=False, default=str(DEFAULT_DIR), type=click.Path(path_type=Path)
+)
+@click.option("--python", help="A Python with torch and transformers (default: .venv-vllm's).")
+@click.option("--force", is_flag=True, help="Rebuild even if the models are up to date.")
+def make_tiny_models_cmd(directory: Path, python: str | None, force: bool) -> None:
+    """Build a tiny target, a matching draft and a mismatching draft in DIRECTORY
+    (default .cache/tiny-models, where profiles/tiny-*.yaml look for them)."""
+    models = make_tiny_models(directory, python=python, force=force)
+    click.echo(f"target:    {models.target}")
+    click.echo(f"draft:     {models.draft}   (same tokenizer: a valid draft_model pairing)")
+    click.echo(f"bad-draft: {models.bad_draft}   (other tokenizer: specdeploy refuses it)")
+
+
+COMMANDS: tuple[click.Command, ...] = (dev,)

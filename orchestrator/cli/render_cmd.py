@@ -1,0 +1,87 @@
+"""render: validate, then write the engine launch, engine config files and manifests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.options import (
+    format_option,
+    ignore_option,
+    offline_option,
+    profile_argument,
+    strict_option,
+)
+from orchestrator.deploy.dry_run_files import render_files, write_files
+from orchestrator.manifests.helm import helm_values_yaml
+from orchestrator.output import plan_document, text_report
+from orchestrator.pipeline import DeploymentPlan, build_plan
+
+
+@click.command()
+@click.argument("profile", type=profile_argument)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for launch.json, engine config files and k8s/ manifests.",
+)
+@click.option(
+    "--helm-values",
+    "helm_values_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write values for the Helm chart in charts/specdeploy.",
+)
+@format_option
+@strict_option
+@offline_option
+@ignore_option
+def render(
+    profile: Path,
+    out_dir: Path,
+    helm_values_file: Path | None,
+    output: str,
+    strict: bool,
+    offline: bool,
+    ignore: tuple[str, ...],
+) -> None:
+    """Validate, then write the engine launch and Kubernetes manifests (a dry run).
+
+    Nothing is written unless the profile is valid. Exit codes as for validate.
+    """
+    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
+    code = plan.exit_code(strict=strict)
+    written: list[Path] = []
+    if code == 0:
+        files = render_files(plan)
+        written = write_files(files, out_dir)
+        if helm_values_file is not None:
+            written += write_files(
+                {helm_values_file.name: helm_values_yaml(plan)}, helm_values_file.parent
+            )
+    if output == "json":
+        document = plan_document(plan, strict=strict)
+        document["written"] = [str(p) for p in written]
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(text_report(plan, strict=strict), err=code != 0)
+        _print_written(plan, written, out_dir)
+    click.get_current_context().exit(code)
+
+
+def _print_written(plan: DeploymentPlan, written: list[Path], out_dir: Path) -> None:
+    if not written:
+        click.echo(f"nothing written to {out_dir}", err=True)
+        return
+    click.echo(f"wrote {len(written)} files to {out_dir}:")
+    for path in written:
+        click.echo(f"  {path}")
+    launch = plan.launch
+    if launch is not None:
+        click.echo(f"launch: {' '.join(launch.argv)}")
+
+
+COMMANDS: tuple[click.Command, ...] = (render,)
