@@ -43,9 +43,9 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, runpy; sys.argv=['specdeploy','validate',%r,'--offline'];"
+            f"import sys, runpy; sys.argv=['specdeploy','validate',{args.profile!r},'--offline'];"
             "\ntry:\n runpy.run_module('orchestrator', run_name='__main__')\nexcept SystemExit: pass\n"
-            "print('HEAVY:' + ','.join(m for m in %r if m in sys.modules))" % (args.profile, HEAVY),
+            f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))",
         ],
         capture_output=True,
         text=True,
