@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,11 +97,18 @@ def make_client(endpoint: Endpoint, concurrency: int, stall_s: float) -> httpx.A
     """An HTTP client for one arm: enough connections for the level, read timeout = stall."""
     headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
     host = urlsplit(endpoint.base_url).hostname or ""
+    local = host in _LOOPBACK
+    transport = httpx.AsyncHTTPTransport(
+        limits=httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency),
+        # Small request writes must not wait for Nagle's algorithm (aiohttp sets this too).
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        trust_env=not local,
+    )
     return httpx.AsyncClient(
         headers=headers,
         timeout=httpx.Timeout(stall_s, connect=min(stall_s, 10.0)),
-        limits=httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency),
-        trust_env=host not in _LOOPBACK,  # never route loopback through a proxy from the env
+        transport=transport,
+        trust_env=not local,  # never route loopback through a proxy from the environment
     )
 
 

@@ -21,6 +21,7 @@ this ignores, so use `specdeploy bench` for the decision.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -32,6 +33,30 @@ LABEL: Final = (
 DRAFT_LENGTHS: Final = (1, 2, 3, 4, 5, 6, 7, 8)
 LOADS: Final = (1, 2, 4, 8, 16, 32, 64, 128)
 TB: Final = 1e12
+GIB: Final = 1024**3
+DEFAULT_CONTEXT_TOKENS: Final = 1024
+"""Assumed mean context per decoding sequence when the caller does not know its workload."""
+BF16_BYTES: Final = 2.0
+
+
+class MemoryFacts(Protocol):
+    """What the estimate needs from a memory budget (orchestrator.memory.budget.MemoryEstimate
+    fits): per-GPU weights, the target's KV bytes per token and the concurrency figures."""
+
+    @property
+    def target_weights_gib(self) -> float: ...
+
+    @property
+    def draft_weights_gib(self) -> float: ...
+
+    @property
+    def target_kv_bytes_per_token(self) -> int: ...
+
+    @property
+    def max_concurrency(self) -> int: ...
+
+    @property
+    def requested_concurrency(self) -> int: ...
 
 
 class GpuSpec(Protocol):
@@ -140,6 +165,7 @@ class SpeedupEstimate:
     stops_paying_at: int | None
     """Lowest estimated load where even the best draft length gives speedup <= 1."""
     reason: str
+    assumptions: tuple[tuple[str, float | str], ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -149,6 +175,7 @@ class SpeedupEstimate:
             "recommended_num_speculative_tokens": self.recommended_num_speculative_tokens,
             "stops_paying_at": self.stops_paying_at,
             "reason": self.reason,
+            "assumptions": dict(self.assumptions),
             "loads": [
                 {
                     "concurrency": load.concurrency,
@@ -201,3 +228,45 @@ def cost_ratio_from_weights(draft_weight_bytes: float, target_weight_bytes: floa
     """c for a memory-bound draft: its step reads its weights, the target's step reads the
     target's (Leviathan et al. §3.4 approximate c by the ratio of model sizes)."""
     return draft_weight_bytes / target_weight_bytes if target_weight_bytes > 0 else 0.0
+
+
+def estimate_for_deployment(
+    memory: MemoryFacts,
+    gpu: GpuSpec,
+    alpha: float,
+    *,
+    cost_ratio: float | None = None,
+    context_tokens: float = DEFAULT_CONTEXT_TOKENS,
+    bytes_per_param: float = BF16_BYTES,
+) -> SpeedupEstimate:
+    """The estimate for one planned deployment (per GPU, as the memory budget is): weights and
+    KV from the budget, bandwidth and FLOPS from the GPU catalog. `cost_ratio` defaults to the
+    draft/target weight ratio (0 for n-gram, which has no draft weights); parameters are taken
+    as weight bytes / `bytes_per_param` (dense BF16 by default: MoE and quantised targets do
+    less compute per byte, so their estimate is pessimistic under load)."""
+    weight_bytes = memory.target_weights_gib * GIB
+    roofline = roofline_for(
+        gpu,
+        weight_bytes=weight_bytes,
+        active_params=weight_bytes / bytes_per_param,
+        kv_bytes_per_token=memory.target_kv_bytes_per_token,
+        context_tokens=context_tokens,
+    )
+    ratio = (
+        cost_ratio
+        if cost_ratio is not None
+        else cost_ratio_from_weights(memory.draft_weights_gib * GIB, weight_bytes)
+    )
+    top = max(memory.max_concurrency, memory.requested_concurrency, 1)
+    loads = sorted({c for c in LOADS if c <= top} | {memory.requested_concurrency, 1})
+    result = estimate(
+        alpha, ratio, roofline, loads=loads, serving_concurrency=memory.requested_concurrency
+    )
+    assumptions: tuple[tuple[str, float | str], ...] = (
+        ("context_tokens", context_tokens),
+        ("bytes_per_param", bytes_per_param),
+        ("gpu_bandwidth_tbps", gpu.bandwidth_tbps),
+        ("gpu_bf16_tflops", gpu.bf16_tflops if gpu.bf16_tflops is not None else "unknown"),
+        ("alpha", "per-token acceptance probability (Leviathan et al.), given by the caller"),
+    )
+    return dataclasses.replace(result, assumptions=assumptions)

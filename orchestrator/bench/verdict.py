@@ -146,25 +146,40 @@ def _agreement(cand: ArmLevel, base: ArmLevel) -> float | None:
 
 def crossover(levels: Sequence[LevelVerdict]) -> Crossover:
     """The lowest load from which speculation stops paying (point estimate below 1)."""
-    measured = [(lv.concurrency, lv.speedup.value) for lv in levels if lv.speedup is not None]
+    measured = [lv for lv in levels if lv.speedup is not None]
     if not measured:
         return Crossover(None, None, None, "no level has measurements on both arms")
-    losing = [i for i, (_, s) in enumerate(measured) if s < 1.0]
+    points = [(lv.concurrency, lv.speedup.value) for lv in measured if lv.speedup is not None]
+    losing = [i for i, (_, s) in enumerate(points) if s < 1.0]
     if not losing:
-        top = measured[-1][0]
-        return Crossover(None, top, None, f"speculation pays at every measured load (up to {top})")
+        top = points[-1][0]
+        text = f"speculation pays at every measured load (up to {top})"
+        return Crossover(None, top, None, text + _noise(measured))
     first = losing[0]
     if first == 0:
-        low = measured[0][0]
-        return Crossover(low, None, None, f"speculation does not pay even at concurrency {low}")
-    (c_paid, s_paid), (c_lost, s_lost) = measured[first - 1], measured[first]
+        low = points[0][0]
+        text = f"speculation does not pay even at concurrency {low}"
+        return Crossover(low, None, None, text + _noise(measured[:1]))
+    (c_paid, s_paid), (c_lost, s_lost) = points[first - 1], points[first]
     fraction = (s_paid - 1.0) / (s_paid - s_lost)
     estimate = 2 ** (math.log2(c_paid) + fraction * (math.log2(c_lost) - math.log2(c_paid)))
     text = (
         f"speculation stops paying at concurrency {c_lost} (speedup {s_lost:.2f}); it paid at "
         f"{c_paid} (speedup {s_paid:.2f}); crossover ≈ {estimate:.1f} concurrent requests"
     )
-    return Crossover(c_lost, c_paid, estimate, text)
+    return Crossover(c_lost, c_paid, estimate, text + _noise(measured[first - 1 : first + 1]))
+
+
+def _noise(levels: Sequence[LevelVerdict]) -> str:
+    """A caveat when the levels the statement rests on are within measurement noise."""
+    unsure = [lv.concurrency for lv in levels if lv.outcome == "inconclusive"]
+    if not unsure:
+        return ""
+    listed = ", ".join(str(c) for c in unsure)
+    return (
+        f" (within noise at concurrency {listed}: the 95 % interval includes 1.0; "
+        "raise --requests to decide)"
+    )
 
 
 def _warnings(

@@ -120,6 +120,8 @@ class LoopbackServer:
         b = self.behaviour
         if b.not_openai:
             await _send(writer, 200, "text/html", b"<html>hello</html>")
+        elif path == "/health":
+            await _send(writer, 200, "application/json", b"{}")
         elif path == "/v1/models":
             await _send(writer, 200, "application/json", _models(b.model))
         elif path == "/metrics" and b.metrics:

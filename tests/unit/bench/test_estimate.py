@@ -94,3 +94,25 @@ class TestRoofline:
     def test_rejects_impossible_inputs(self) -> None:
         with pytest.raises(ValueError, match=r"alpha=1\.5"):
             estimate(1.5, 0.1, None)
+
+
+@dataclass(frozen=True)
+class FakeMemory:
+    target_weights_gib: float = 15.0
+    draft_weights_gib: float = 1.1
+    target_kv_bytes_per_token: int = 147456
+    max_concurrency: int = 40
+    requested_concurrency: int = 16
+
+
+def test_estimate_for_a_planned_deployment() -> None:
+    from orchestrator.bench.estimate import estimate_for_deployment
+
+    result = estimate_for_deployment(FakeMemory(), FakeGpu(), 0.7)
+    assert result.cost_ratio == pytest.approx(1.1 / 15.0)
+    assert [load.concurrency for load in result.loads] == [1, 2, 4, 8, 16, 32]
+    assert "concurrency 16" in result.reason
+    document = result.as_json()
+    assert document["assumptions"]["context_tokens"] == 1024  # type: ignore[index]
+    ngram = estimate_for_deployment(FakeMemory(draft_weights_gib=0.0), FakeGpu(), 0.5)
+    assert ngram.cost_ratio == 0.0

@@ -68,3 +68,12 @@ class TestDegenerate:
 
     def test_short_output_is_not_judged(self) -> None:
         assert not is_degenerate("yes yes yes")
+
+
+def test_crossover_says_when_it_rests_on_noise() -> None:
+    wide = Ratio(0.9, 0.5, 1.5)
+    noisy = LevelVerdict(1, None, None, wide, None, None, _outcome(wide), None)
+    found = crossover([noisy])
+    assert found.summary.startswith("speculation does not pay even at concurrency 1 (within noise")
+    assert "raise --requests" in found.summary
+    assert "within noise" not in crossover([level(1, 0.5)]).summary
