@@ -111,6 +111,9 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
     lines += ["", *[f"> **warning ({w.code})**: {w.message}" for w in verdict.warnings]]
     lines += ["", "## Verdict per load", "", *_verdict_table(verdict), ""]
     lines += ["## Latency and throughput", "", *_latency_table(verdict), ""]
+    phases = _phase_table(verdict)
+    if phases:
+        lines += ["## Server-side phases (engine histograms, mean ms per request)", "", *phases, ""]
     lines += [f"**Crossover:** {verdict.crossover.summary}", ""]
     lines += [
         "Speedup: mean output tokens/s per request (end to end), candidate over baseline, with a "
@@ -158,6 +161,23 @@ def _latency_table(verdict: Verdict) -> list[str]:
                 f"| {_num(arm.goodput_requests_per_s, 2)} |"
             )
     return rows
+
+
+def _phase_table(verdict: Verdict) -> list[str]:
+    rows = []
+    for lv in verdict.levels:
+        for arm in (lv.candidate, lv.baseline):
+            if arm is None or arm.phases is None:
+                continue
+            p = arm.phases
+            cells = [
+                _num(None if v is None else v * 1000.0, 1)
+                for v in (p.queue_s, p.prefill_s, p.decode_s)
+            ]
+            rows.append(f"| {lv.concurrency} | {arm.label} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["| concurrency | arm | queue | prefill | decode |", "|---:|---|---:|---:|---:|", *rows]
 
 
 def _fmt_ratio(ratio: Ratio | None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,9 @@ class Counters:
     requests: int = 0
     active: int = 0
     peak_active: int = 0
+    finished: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -156,7 +160,9 @@ class LoopbackServer:
         self, max_tokens: int, chat: bool, writer: asyncio.StreamWriter
     ) -> bool:
         b, c = self.behaviour, self.counters
+        began = time.perf_counter()
         await asyncio.sleep(b.first_token_delay)
+        first = time.perf_counter()
         sent = 0
         while sent < max_tokens:
             if b.error_after is not None and sent >= b.error_after:
@@ -177,6 +183,9 @@ class LoopbackServer:
             words = (b.repeat or f"{b.word}{sent + i}" for i in range(n))
             await _event(writer, _chunk("".join(f"{w} " for w in words), chat))
             sent += n
+        c.finished += 1
+        c.prefill_s += first - began
+        c.decode_s += time.perf_counter() - first
         await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
         await _chunked(writer, b"data: [DONE]\n\n")
         await _chunked(writer, b"")
@@ -185,6 +194,9 @@ class LoopbackServer:
     def _metrics(self) -> str:
         c, b = self.counters, self.behaviour
         lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running 0"]
+        for phase, total in (("prefill", c.prefill_s), ("decode", c.decode_s)):
+            lines.append(f"vllm:request_{phase}_time_seconds_sum {total}")
+            lines.append(f"vllm:request_{phase}_time_seconds_count {c.finished}.0")
         if b.draft_tokens_per_step:
             labels = f'{{engine="0",model_name="{b.model}"}}'
             lines += [

@@ -69,6 +69,9 @@ def test_measures_and_writes_json_markdown_png(pair: tuple[str, str], tmp_path: 
     assert document["candidate"]["model"] == "tiny-target"
     markdown = (tmp_path / "bench.md").read_text()
     assert "| 1 | " in markdown and "**Crossover:**" in markdown
+    assert "## Server-side phases" in markdown
+    phases = document["levels"][0]["candidate"]["server_phases_s"]
+    assert phases["queue_s"] is None and 0 < phases["prefill_s"] < phases["decode_s"]
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
