@@ -5,11 +5,16 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Final
 
-from orchestrator.compatibility import engine_rules, memory_rules, pairing_rules
+from orchestrator.compatibility import engine_rules, memory_rules, pairing_rules, shape_rules
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, run_rules
 
 #: Modules that define rules; each ends with an explicit RULES tuple.
-RULE_MODULES: Final[tuple[ModuleType, ...]] = (pairing_rules, engine_rules, memory_rules)
+RULE_MODULES: Final[tuple[ModuleType, ...]] = (
+    pairing_rules,
+    shape_rules,
+    engine_rules,
+    memory_rules,
+)
 ALL_RULES: Final[tuple[Rule, ...]] = tuple(r for m in RULE_MODULES for r in m.RULES)
 RULES_BY_ID: Final[dict[str, list[Rule]]] = {}
 for _rule in ALL_RULES:

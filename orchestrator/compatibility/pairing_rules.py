@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import replace
 
 from orchestrator.checkpoint.compare import compare_tokenizers, normalise_model_name
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.resolution import looks_like_path
 from orchestrator.compatibility.rule import Check, CompatContext, Finding, rule
+from orchestrator.compatibility.unchecked import at_field, cannot_check
 
-_UNCHECKED_WHY = (
-    "specdeploy could not check this from metadata, so a mismatch would first show at serving time"
-)
 _GENERATION_NAME = {"eagle1": "EAGLE-1/2", "eagle3": "EAGLE-3"}
 _UNPINNED = frozenset({"main", "master", "head"})
 
@@ -32,7 +29,7 @@ def _about(field: str) -> Callable[[Check], Check]:
         def stamped(ctx: CompatContext) -> Finding | list[Finding] | None:
             result = check(ctx)
             if isinstance(result, Finding):
-                return result if result.field else _at(field, result)
+                return result if result.field else at_field(field, result)
             return result
 
         return stamped
@@ -69,7 +66,7 @@ def checkpoint_resolved(ctx: CompatContext) -> list[Finding]:
 
 def _unresolved(u: Unresolved) -> Finding:
     rev = f" at revision {u.revision}" if u.revision else ""
-    return _at(
+    return at_field(
         u.field,
         Finding.error(
             what=f"{u.field}: {u.model}{rev} could not be resolved (tried: {'; '.join(u.tried)})",
@@ -97,7 +94,7 @@ def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
     if cmp.verdict == "same":
         return None
     if cmp.verdict == "unknown":
-        return _cannot_check(f"{pair}: tokenizers not compared ({cmp.detail})", draft, target)
+        return cannot_check(f"{pair}: tokenizers not compared ({cmp.detail})", draft, target)
     if cmp.verdict == "related":
         return Finding.warning(
             what=f"{pair}: tokenizers share their base vocabulary but differ in added or special "
@@ -134,7 +131,7 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
         return None
     tv, dv = target.vocab_size, draft.vocab_size
     if tv is None or dv is None:
-        return _cannot_check("draft/target vocab_size unknown (config.json missing)", draft, target)
+        return cannot_check("draft/target vocab_size unknown (config.json missing)", draft, target)
     if tv == dv:
         return None
     what = (
@@ -157,7 +154,7 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
     if verdict == "different":
         return None  # not a padding question: pairing.draft-tokenizer reports it
     if verdict == "unknown":
-        return _cannot_check(
+        return cannot_check(
             f"{what}; telling padding from a different vocabulary needs both tokenizers",
             draft,
             target,
@@ -187,7 +184,7 @@ def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
     if target is None or head is None:
         return None  # unresolved or not a head: checkpoint.unresolved / pairing.eagle-generation
     if head.target_hidden_size is None or target.hidden_size is None:
-        return _cannot_check("EAGLE head or target hidden size unknown", ctx.draft, target)
+        return cannot_check("EAGLE head or target hidden size unknown", ctx.draft, target)
     if head.target_hidden_size == target.hidden_size:
         return None
     return Finding.error(
@@ -214,7 +211,7 @@ def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
     if target is None or head is None:
         return None
     if head.vocab_size is None or target.vocab_size is None:
-        return _cannot_check("EAGLE head or target vocab_size unknown", ctx.draft, target)
+        return cannot_check("EAGLE head or target vocab_size unknown", ctx.draft, target)
     what = f"proposer.model {_ref(ctx)} head vocab_size={head.vocab_size}"
     if head.vocab_size != target.vocab_size:
         return Finding.error(
@@ -224,7 +221,7 @@ def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
         )
     reduced = head.draft_vocab_size is not None and head.draft_vocab_size < head.vocab_size
     if reduced and head.has_d2t is None:
-        return _cannot_check(
+        return cannot_check(
             f"{what}, draft_vocab_size={head.draft_vocab_size}: d2t map not "
             "checked (no weight index)",
             ctx.draft,
@@ -283,7 +280,7 @@ def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
         return None
     layers = target.num_hidden_layers
     if layers is None:
-        return _cannot_check("target num_hidden_layers unknown", ctx.draft, target)
+        return cannot_check("target num_hidden_layers unknown", ctx.draft, target)
     outside = [i for i in head.aux_layer_ids if not 0 <= i <= layers]
     if not outside:
         return None
@@ -309,7 +306,7 @@ def speculators_verifier_matches(ctx: CompatContext) -> Finding | None:
     if target is None or head is None or head.format != "speculators":
         return None
     if head.verifier_name is None:
-        return _cannot_check("speculators config names no verifier", ctx.draft, target)
+        return cannot_check("speculators config names no verifier", ctx.draft, target)
     v_org, v_name = normalise_model_name(head.verifier_name)
     t_org, t_name = normalise_model_name(target.ref)
     org_differs = v_org is not None and t_org is not None and target.source != "local"
@@ -344,7 +341,7 @@ def mtp_layers_declared(ctx: CompatContext) -> Finding | None:
     if target is None:
         return None
     if "mtp_layers" in target.unverified or "config.json" in target.missing:
-        return _cannot_check("MTP layer count unknown", target, None)
+        return cannot_check("MTP layer count unknown", target, None)
     if target.mtp_layers > 0:
         return None
     return Finding.error(
@@ -368,9 +365,7 @@ def mtp_weights_present(ctx: CompatContext) -> Finding | None:
     target = ctx.target
     assert target is not None  # guaranteed by applies
     if target.mtp_tensor_count is None:
-        return _cannot_check(
-            "no model.safetensors.index.json to look for MTP tensors", target, None
-        )
+        return cannot_check("no model.safetensors.index.json to look for MTP tensors", target, None)
     if target.mtp_tensor_count > 0:
         return None
     return Finding.error(
@@ -394,7 +389,7 @@ def revisions_pinned(ctx: CompatContext) -> list[Finding]:
             continue
         sha = f" (the cached snapshot is {info.revision})" if info and info.revision else ""
         found.append(
-            _at(
+            at_field(
                 field,
                 Finding.warning(
                     what=f"{field}: {model} has no pinned revision",
@@ -431,89 +426,6 @@ def trtllm_eagle_checkpoint(ctx: CompatContext) -> Finding | None:
     )
 
 
-@rule(
-    "engine.tensor-parallel-shape",
-    source="vllm/model_executor/layers/linear.py QKVParallelLinear.__init__ (divide() asserts "
-    "heads % tp == 0 and kv % tp == 0, or tp % kv == 0 when KV heads are replicated); SGLang's "
-    "QKVParallelLinear is the same code",
-)
-def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
-    """Tensor parallelism splits attention heads across GPUs, so the query heads must divide by
-    the TP size. KV heads are split the same way, or replicated when there are fewer of them than
-    GPUs, which needs tp to be a multiple of the KV-head count."""
-    tp = ctx.profile.hardware.tensor_parallel_size
-    draft_tp = ctx.profile.proposer.draft_tensor_parallel_size or tp
-    checks = [("target.model", ctx.target, tp)]
-    if ctx.method in ("draft_model", "eagle", "eagle3"):
-        checks.append(("proposer.model", ctx.draft, draft_tp))
-    return [f for field, info, size in checks if info and (f := _tp_finding(field, info, size))]
-
-
-def _tp_finding(field: str, info: CheckpointInfo, tp: int) -> Finding | None:
-    heads, kv = info.num_attention_heads, info.kv_heads
-    if heads is None or kv is None:
-        return _at(field, _cannot_check(f"{field} attention head counts unknown", info, None))
-    kv_ok = kv % tp == 0 if kv >= tp else tp % kv == 0
-    if heads % tp == 0 and kv_ok:
-        return None
-    setting = (
-        "proposer.draft_tensor_parallel_size"
-        if field == "proposer.model"
-        else ("hardware.tensor_parallel_size")
-    )
-    fits = [n for n in (1, 2, 4, 8, 16) if heads % n == 0 and (kv % n == 0 or n % kv == 0)]
-    return _at(
-        field,
-        Finding.error(
-            what=f"{field} {info.ref} has {heads} attention heads and {kv} KV heads, which "
-            f"tensor parallel size {tp} cannot split evenly",
-            why="the engine asserts divisible head counts when it builds the attention layers",
-            fix=f"set {setting} to one of {fits}",
-        ),
-    )
-
-
-@rule(
-    "serving.max-model-len",
-    source="vLLM _get_and_verify_max_len (vllm/config/model.py: rope_scaling extends "
-    "max_position_embeddings); vllm.md §9 item 14",
-)
-def max_model_len_supported(ctx: CompatContext) -> list[Finding]:
-    """A max_model_len above what the target's positions (with any RoPE scaling its config
-    declares) support is refused at start-up or degrades quality. A draft LM with a shorter
-    limit stops helping on long sequences (vLLM caps the draft at its own limit)."""
-    length = ctx.profile.serving.max_model_len
-    found: list[Finding] = []
-    if ctx.target is not None:
-        found += _length_finding("target.model", ctx.target, length, error=True)
-    if ctx.draft is not None and _draft_model(ctx):
-        found += _length_finding("proposer.model", ctx.draft, length, error=False)
-    return found
-
-
-def _length_finding(field: str, info: CheckpointInfo, length: int, *, error: bool) -> list[Finding]:
-    limit = info.max_context
-    if limit is None:
-        return [_at(field, _cannot_check(f"{field} max_position_embeddings unknown", info, None))]
-    if length <= limit:
-        return []
-    rope = f", rope_scaling {info.rope_type} x{info.rope_scaling_factor}" if info.rope_type else ""
-    what = (
-        f"serving.max_model_len={length} exceeds {field} {info.ref} limit {limit} "
-        f"(max_position_embeddings={info.max_position_embeddings}{rope})"
-    )
-    if not error:
-        why = "the draft runs only up to its own limit, so long sequences lose speculation"
-        fix = f"lower serving.max_model_len to {limit}, or choose a draft with a longer context"
-        return [_at(field, Finding.warning(what=what, why=why, fix=fix))]
-    why = "the engine refuses a context longer than the model's positions (or quality degrades)"
-    fix = (
-        f"set serving.max_model_len: {limit} (or lower), or use a checkpoint whose config "
-        "declares RoPE scaling for longer contexts"
-    )
-    return [_at(field, Finding.error(what=what, why=why, fix=fix))]
-
-
 # --- shared helpers ---------------------------------------------------------------------------
 
 
@@ -535,27 +447,7 @@ def _not_a_head(ctx: CompatContext, draft: CheckpointInfo) -> Finding:
             fix="set proposer.method: draft_model to use it as a draft LM, or set proposer.model "
             "to an EAGLE head trained for the target",
         )
-    return _cannot_check("proposer.model not recognised as an EAGLE head", draft, None)
-
-
-def _cannot_check(
-    what: str, first: CheckpointInfo | None, second: CheckpointInfo | None
-) -> Finding:
-    refs = [i for i in (first, second) if i is not None]
-    missing = "; ".join(f"{i.ref} lacks {', '.join(i.missing) or 'the field'}" for i in refs)
-    hub = next((i.ref for i in refs if i.source in ("catalog", "hub", "hf-cache")), None)
-    download = (
-        f"`huggingface-cli download {hub} --include config.json 'tokenizer*' '*.index.json'` "
-        "(then validate without --offline or with the cache), or "
-        if hub
-        else ""
-    )
-    return Finding.info(
-        what=f"not checked: {what} ({missing or 'no metadata'})",
-        why=_UNCHECKED_WHY,
-        fix=f"make the metadata available: {download}point the model at a local directory "
-        "with config.json, tokenizer.json and model.safetensors.index.json",
-    )
+    return cannot_check("proposer.model not recognised as an EAGLE head", draft, None)
 
 
 def _models(ctx: CompatContext) -> list[tuple[str, str, str | None, CheckpointInfo | None]]:
@@ -572,10 +464,6 @@ def _is_local(model: str, info: CheckpointInfo | None) -> bool:
     return (info is not None and info.source == "local") or looks_like_path(model)
 
 
-def _at(field: str, finding: Finding) -> Finding:
-    return replace(finding, field=field)
-
-
 RULES = (
     checkpoint_resolved,
     draft_tokenizer_matches,
@@ -589,6 +477,4 @@ RULES = (
     mtp_weights_present,
     revisions_pinned,
     trtllm_eagle_checkpoint,
-    tensor_parallel_shape,
-    max_model_len_supported,
 )

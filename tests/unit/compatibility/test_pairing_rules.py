@@ -18,8 +18,8 @@ from orchestrator.checkpoint.catalog import catalog_info
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.reading import read_checkpoint_dir
 from orchestrator.checkpoint.resolution import CheckpointResolver
+from orchestrator.compatibility import pairing_rules, shape_rules
 from orchestrator.compatibility.pairing_rules import (
-    RULES,
     checkpoint_resolved,
     draft_tokenizer_matches,
     draft_vocab_size_matches,
@@ -27,15 +27,14 @@ from orchestrator.compatibility.pairing_rules import (
     eagle_generation_matches,
     eagle_head_hidden_size_matches,
     eagle_head_vocab_matches,
-    max_model_len_supported,
     mtp_layers_declared,
     mtp_weights_present,
     revisions_pinned,
     speculators_verifier_matches,
-    tensor_parallel_shape,
     trtllm_eagle_checkpoint,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding, run_rules
+from orchestrator.compatibility.shape_rules import max_model_len_supported, tensor_parallel_shape
 from orchestrator.engines.capabilities import release_for
 from orchestrator.profile.loading import parse_profile
 from orchestrator.profile.schema import EngineName
@@ -43,6 +42,9 @@ from orchestrator.profile.schema import EngineName
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoints"
 VERSIONS: dict[EngineName, str] = {"vllm": "0.32.0", "sglang": "0.5.23", "trtllm": "1.2.0"}
 SHA = "0123456789abcdef0123456789abcdef01234567"
+
+#: The rules that read checkpoint metadata (pairing, plus model shape vs topology and context).
+RULES = pairing_rules.RULES + shape_rules.RULES
 
 
 @functools.cache

@@ -1,0 +1,100 @@
+"""Shape rules: the checkpoints' geometry against the requested topology and context length
+(attention heads vs tensor parallelism, positions vs max_model_len)."""
+
+from __future__ import annotations
+
+from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.compatibility.unchecked import at_field, cannot_check
+
+
+def _draft_model(ctx: CompatContext) -> bool:
+    return ctx.method == "draft_model"
+
+
+@rule(
+    "engine.tensor-parallel-shape",
+    source="vllm/model_executor/layers/linear.py QKVParallelLinear.__init__ (divide() asserts "
+    "heads % tp == 0 and kv % tp == 0, or tp % kv == 0 when KV heads are replicated); SGLang's "
+    "QKVParallelLinear is the same code",
+)
+def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
+    """Tensor parallelism splits attention heads across GPUs, so the query heads must divide by
+    the TP size. KV heads are split the same way, or replicated when there are fewer of them than
+    GPUs, which needs tp to be a multiple of the KV-head count."""
+    tp = ctx.profile.hardware.tensor_parallel_size
+    draft_tp = ctx.profile.proposer.draft_tensor_parallel_size or tp
+    checks = [("target.model", ctx.target, tp)]
+    if ctx.method in ("draft_model", "eagle", "eagle3"):
+        checks.append(("proposer.model", ctx.draft, draft_tp))
+    return [f for field, info, size in checks if info and (f := _tp_finding(field, info, size))]
+
+
+def _tp_finding(field: str, info: CheckpointInfo, tp: int) -> Finding | None:
+    heads, kv = info.num_attention_heads, info.kv_heads
+    if heads is None or kv is None:
+        return at_field(field, cannot_check(f"{field} attention head counts unknown", info, None))
+    kv_ok = kv % tp == 0 if kv >= tp else tp % kv == 0
+    if heads % tp == 0 and kv_ok:
+        return None
+    setting = (
+        "proposer.draft_tensor_parallel_size"
+        if field == "proposer.model"
+        else ("hardware.tensor_parallel_size")
+    )
+    fits = [n for n in (1, 2, 4, 8, 16) if heads % n == 0 and (kv % n == 0 or n % kv == 0)]
+    return at_field(
+        field,
+        Finding.error(
+            what=f"{field} {info.ref} has {heads} attention heads and {kv} KV heads, which "
+            f"tensor parallel size {tp} cannot split evenly",
+            why="the engine asserts divisible head counts when it builds the attention layers",
+            fix=f"set {setting} to one of {fits}",
+        ),
+    )
+
+
+@rule(
+    "serving.max-model-len",
+    source="vLLM _get_and_verify_max_len (vllm/config/model.py: rope_scaling extends "
+    "max_position_embeddings); vllm.md §9 item 14",
+)
+def max_model_len_supported(ctx: CompatContext) -> list[Finding]:
+    """A max_model_len above what the target's positions (with any RoPE scaling its config
+    declares) support is refused at start-up or degrades quality. A draft LM with a shorter
+    limit stops helping on long sequences (vLLM caps the draft at its own limit)."""
+    length = ctx.profile.serving.max_model_len
+    found: list[Finding] = []
+    if ctx.target is not None:
+        found += _length_finding("target.model", ctx.target, length, error=True)
+    if ctx.draft is not None and _draft_model(ctx):
+        found += _length_finding("proposer.model", ctx.draft, length, error=False)
+    return found
+
+
+def _length_finding(field: str, info: CheckpointInfo, length: int, *, error: bool) -> list[Finding]:
+    limit = info.max_context
+    if limit is None:
+        return [
+            at_field(field, cannot_check(f"{field} max_position_embeddings unknown", info, None))
+        ]
+    if length <= limit:
+        return []
+    rope = f", rope_scaling {info.rope_type} x{info.rope_scaling_factor}" if info.rope_type else ""
+    what = (
+        f"serving.max_model_len={length} exceeds {field} {info.ref} limit {limit} "
+        f"(max_position_embeddings={info.max_position_embeddings}{rope})"
+    )
+    if not error:
+        why = "the draft runs only up to its own limit, so long sequences lose speculation"
+        fix = f"lower serving.max_model_len to {limit}, or choose a draft with a longer context"
+        return [at_field(field, Finding.warning(what=what, why=why, fix=fix))]
+    why = "the engine refuses a context longer than the model's positions (or quality degrades)"
+    fix = (
+        f"set serving.max_model_len: {limit} (or lower), or use a checkpoint whose config "
+        "declares RoPE scaling for longer contexts"
+    )
+    return [at_field(field, Finding.error(what=what, why=why, fix=fix))]
+
+
+RULES = (tensor_parallel_shape, max_model_len_supported)
