@@ -21,11 +21,12 @@ from tests.e2e.servers import vllm_server
 pytestmark = pytest.mark.e2e
 
 K = 3
+PLAIN = ["--enforce-eager", "--max-model-len", "512"]
 
 
 def speculative(draft: Path) -> list[str]:
     config = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": K}
-    return ["--speculative-config", json.dumps(config), "--enforce-eager"]
+    return ["--speculative-config", json.dumps(config), *PLAIN]
 
 
 def run_bench(candidate: str, baseline: str, out: Path) -> tuple[int, str, dict[str, Any]]:
@@ -45,7 +46,9 @@ def test_self_draft_accepts_everything_and_random_draft_is_flagged(
     tiny_models: Any, tmp_path: Path
 ) -> None:
     target = str(tiny_models.target)
-    with vllm_server([target, "--enforce-eager"], tmp_path=tmp_path / "baseline") as baseline:
+    for name in ("baseline", "self", "random"):
+        (tmp_path / name).mkdir()
+    with vllm_server([target, *PLAIN], tmp_path=tmp_path / "baseline") as baseline:
         with vllm_server(
             [target, *speculative(tiny_models.target)], tmp_path=tmp_path / "self"
         ) as candidate:

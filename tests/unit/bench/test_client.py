@@ -52,10 +52,12 @@ class TestTiming:
         result = run(Endpoint("candidate", server.url, "m"), max_tokens=11)
         assert result.ok, result.error
         assert result.output_tokens == 11
-        assert result.ttft_s is not None and 0.05 <= result.ttft_s < 0.15
+        # never less than the injected delay; the generous upper bounds only catch a clock that
+        # measures something else (timing error itself is measured in benchmarks/bench_client.py)
+        assert result.ttft_s is not None and 0.05 <= result.ttft_s < 1.0
         assert len(result.chunk_gaps_s) == 10
-        assert all(0.02 <= gap < 0.08 for gap in result.chunk_gaps_s)
-        assert result.tpot_s is not None and 0.02 <= result.tpot_s < 0.08
+        assert all(0.02 <= gap < 0.5 for gap in result.chunk_gaps_s)
+        assert result.tpot_s is not None and 0.02 <= result.tpot_s < 0.5
         assert result.text.split() == [f"tok{i}" for i in range(11)]
 
     def test_several_tokens_per_chunk_counted_from_usage(self, start_server: StartServer) -> None:
@@ -111,7 +113,7 @@ class TestFailures:
         began = time.perf_counter()
         result = run(Endpoint("candidate", start_server(stall_after=2).url, "m"), stall_s=0.3)
         assert result.error == "stalled: no data for 0.3 s after 2 tokens"
-        assert time.perf_counter() - began < 3
+        assert time.perf_counter() - began < 10  # bounded: the server would stall for an hour
 
     def test_connection_dropped_mid_stream(self, start_server: StartServer) -> None:
         result = run(Endpoint("candidate", start_server(close_after=2).url, "m"))
@@ -120,9 +122,9 @@ class TestFailures:
     def test_total_timeout(self, start_server: StartServer) -> None:
         server = start_server(step_delay=lambda active: 0.1)
         began = time.perf_counter()
-        result = run(Endpoint("candidate", server.url, "m"), max_tokens=100, timeout_s=0.35)
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=1000, timeout_s=0.35)
         assert result.error is not None and result.error.startswith("timed out after 0.35 s")
-        assert time.perf_counter() - began < 3
+        assert time.perf_counter() - began < 10  # bounded: the whole stream would take 100 s
 
 
 class TestResolveModel:

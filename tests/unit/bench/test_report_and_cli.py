@@ -223,3 +223,36 @@ def test_ctrl_c_exits_130_and_keeps_the_report(start_server: StartServer, tmp_pa
     assert document["levels"][0]["candidate"]["ok"] > 0
     assert document["levels"][0]["candidate"]["complete"] is False
     assert "interrupted" in {w["code"] for w in document["warnings"]}
+
+
+def test_profile_against_its_baseline_twin(pair: tuple[str, str], tmp_path: Path) -> None:
+    result = bench(
+        str(REPO / "profiles" / "vllm-qwen3-8b-ngram.yaml"),
+        "--offline",
+        "--candidate",
+        pair[0],
+        "--baseline",
+        pair[1],
+        "--requests",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "3",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_a_profile_without_proposer_cannot_be_the_candidate(tmp_path: Path) -> None:
+    result = bench(
+        str(REPO / "profiles" / "vllm-qwen3-8b-baseline.yaml"),
+        "--offline",
+        "--candidate",
+        "http://127.0.0.1:9",
+        "--baseline",
+        "http://127.0.0.1:9",
+    )
+    assert result.exit_code == 7
+    assert "no speculative flags" in result.output and "fix: give the candidate" in result.output

@@ -149,7 +149,7 @@ class TestBadConditions:
         config = SweepConfig(concurrency=(2,), requests=1000, max_tokens=8, level_time_limit_s=0.2)
         began = time.perf_counter()
         record = run_sweep(*arms(slow.url, start_server().url), CHAT, config)
-        assert time.perf_counter() - began < 5
+        assert time.perf_counter() - began < 15  # 1000 requests of 0.35 s would take minutes
         assert len(record.arms[0].results) <= 4
 
     def test_ctrl_c_keeps_what_was_measured(self, start_server: StartServer) -> None:
