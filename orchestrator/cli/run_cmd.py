@@ -19,9 +19,13 @@ _executable = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 @click.command()
 @click.argument("profile", type=profile_argument)
-@click.option("--local", "target", flag_value="local", help="Run the engine installed on this host.")
+@click.option(
+    "--local", "target", flag_value="local", help="Run the engine installed on this host."
+)
 @click.option("--docker", "target", flag_value="docker", default=True, help="Run it in Docker.")
-@click.option("--engine-bin", type=_executable, help="Engine executable (e.g. .venv-vllm/bin/vllm).")
+@click.option(
+    "--engine-bin", type=_executable, help="Engine executable (e.g. .venv-vllm/bin/vllm)."
+)
 @click.option("--python", type=_executable, help="Interpreter of the venv the engine lives in.")
 @click.option("--port", type=click.IntRange(1, 65535), help="Listen here instead of serving.port.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for health.")
