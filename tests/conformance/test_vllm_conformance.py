@@ -110,8 +110,11 @@ def test_every_rendered_flag_name_is_checked(vllm_referee: Referee, stand_ins: S
     accepted = []
     for flag in flags:
         broken = [f"{t}-typo" if t == flag else t for t in argv]
-        if vllm_referee.ask({"argv": broken})["ok"]:
+        verdict = vllm_referee.ask({"argv": broken})
+        if verdict["ok"]:
             accepted.append(flag)
+        else:
+            assert f"unrecognized arguments: {flag}-typo" in verdict["error"]
     assert accepted == [], f"vLLM accepted misspelt flags: {accepted}"
 
 
