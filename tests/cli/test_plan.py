@@ -1,0 +1,90 @@
+"""`plan`: the memory trap is visible, an over-budget plan exits 5 with a fix, and `--speedup`
+adds a labelled estimate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from orchestrator.cli import cli
+from tests.support import PROFILES_DIR, write_profile
+
+DRAFT_EXAMPLE = PROFILES_DIR / "vllm-qwen3-4b-draft.yaml"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_long_context_shows_the_draft_share_and_the_concurrency_it_costs() -> None:
+    result = run("plan", str(DRAFT_EXAMPLE), "--offline")
+    assert result.exit_code == 0, result.output
+    assert "draft weights" in result.stdout
+    assert "with speculation" in result.stdout and "without" in result.stdout
+    memory = json.loads(run("plan", str(DRAFT_EXAMPLE), "--offline", "--format", "json").stdout)[
+        "memory"
+    ]
+    assert memory["draft_weights_gib"] > 0
+    assert memory["max_concurrency"] < memory["baseline_max_concurrency"]
+
+
+def test_over_budget_exits_5_with_breakdown_and_fix(tmp_path: Path) -> None:
+    path = write_profile(
+        tmp_path,
+        target={"model": "Qwen/Qwen3-4B-Thinking-2507"},
+        proposer={"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 5},
+        hardware={"gpu": "L4"},
+        serving={"max_model_len": 32768, "max_concurrency": 16},
+    )
+    result = run("plan", str(path), "--offline")
+    assert result.exit_code == 5, result.output
+    assert "memory.over-budget" in result.stderr
+    assert "target weights" in result.stderr and "fix:" in result.stderr
+    document = json.loads(run("plan", str(path), "--offline", "--format", "json").stdout)
+    assert document["memory"]["fits"] is False
+    assert document["memory"]["suggestions"], "an over-budget plan should suggest a change"
+
+
+def test_speedup_estimate_is_labelled_and_recommends_k() -> None:
+    result = run("plan", str(DRAFT_EXAMPLE), "--offline", "--speedup", "--format", "json")
+    assert result.exit_code == 0, result.output
+    block = json.loads(result.stdout)["speedup_estimate"]
+    assert "estimate" in block["label"] and "not a measurement" in block["label"]
+    assert 1 <= block["recommended_num_speculative_tokens"] <= 8
+    assert block["alpha"] == 0.6
+
+
+def test_higher_acceptance_recommends_a_longer_draft() -> None:
+    low = run(
+        "plan",
+        str(DRAFT_EXAMPLE),
+        "--offline",
+        "--speedup",
+        "--acceptance-rate",
+        "0.3",
+        "--format",
+        "json",
+    )
+    high = run(
+        "plan",
+        str(DRAFT_EXAMPLE),
+        "--offline",
+        "--speedup",
+        "--acceptance-rate",
+        "0.9",
+        "--format",
+        "json",
+    )
+    k_low = json.loads(low.stdout)["speedup_estimate"]["recommended_num_speculative_tokens"]
+    k_high = json.loads(high.stdout)["speedup_estimate"]["recommended_num_speculative_tokens"]
+    assert k_high > k_low
+
+
+def test_speedup_for_a_baseline_says_there_is_none() -> None:
+    result = run(
+        "plan", str(PROFILES_DIR / "vllm-qwen3-8b-baseline.yaml"), "--offline", "--speedup"
+    )
+    assert result.exit_code == 0
+    assert "no proposer" in result.stdout
