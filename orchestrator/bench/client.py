@@ -224,9 +224,9 @@ async def _stream(
             trace.error = f"not an OpenAI event stream (content-type {kind or 'missing'!r})"
             return
         async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            if _handle_event(line[5:].strip(), trace, clock()):
+            if trace.done or not line.startswith("data:"):
+                continue  # after [DONE], read to the end so the connection is kept alive
+            if _handle_event(line[5:].strip(), trace, clock()) and not trace.done:
                 return
 
 

@@ -9,6 +9,7 @@ but keeps every finished request (the level in progress is kept and marked incom
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -157,6 +158,7 @@ async def _run_arm_level(
     progress: Progress,
 ) -> ArmLevel:
     config = record.config
+    await _open_connections(client, endpoint, concurrency)
     before, note = await _scrape(client, endpoint, config.scrape_metrics)
     sink = record.start(endpoint.label, concurrency)
     began = time.perf_counter()
@@ -203,6 +205,18 @@ async def _drive(
             sink.append(dataclasses.replace(result, item=index))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _open_connections(client: httpx.AsyncClient, endpoint: Endpoint, count: int) -> None:
+    """Open `count` keep-alive connections (concurrent GET /v1/models) before timing a level, so
+    connection set-up (and the resolver thread pool's start) is not charged to the first
+    requests' TTFT; measured as up to 45 ms extra per new connection on loopback."""
+
+    async def one() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            await client.get(endpoint.api_root + "/models", timeout=_SCRAPE_TIMEOUT_S)
+
+    await asyncio.gather(*(one() for _ in range(count)))
 
 
 async def _scrape(

@@ -210,7 +210,9 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
                 f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at concurrency "
                 f"{c} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
                 "draft shares the target's tokenizer, that an EAGLE head was trained for this "
-                "target, and that the engine really runs the proposer (specdeploy validate).",
+                "target, and that the engine really runs the proposer (specdeploy validate). "
+                "For n-gram, it means the outputs rarely repeat the prompt: try --workload "
+                "code-edit.",
             )
         )
     if cand and all(length is None for _, length in lengths):

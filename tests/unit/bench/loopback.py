@@ -51,6 +51,7 @@ class Counters:
     active: int = 0
     peak_active: int = 0
     finished: int = 0
+    connections: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -95,6 +96,7 @@ class LoopbackServer:
                 task.cancel()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.counters.connections += 1
         try:
             while await self._one_request(reader, writer):
                 pass

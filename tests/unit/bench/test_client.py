@@ -56,8 +56,10 @@ class TestTiming:
         # measures something else (timing error itself is measured in benchmarks/bench_client.py)
         assert result.ttft_s is not None and 0.05 <= result.ttft_s < 1.0
         assert len(result.chunk_gaps_s) == 10
-        assert all(0.02 <= gap < 0.5 for gap in result.chunk_gaps_s)
-        assert result.tpot_s is not None and 0.02 <= result.tpot_s < 0.5
+        # one late chunk shortens the next gap, so bound the mean from below, not each gap
+        assert sum(result.chunk_gaps_s) / 10 >= 0.019
+        assert all(gap < 0.5 for gap in result.chunk_gaps_s)
+        assert result.tpot_s is not None and 0.019 <= result.tpot_s < 0.5
         assert result.text.split() == [f"tok{i}" for i in range(11)]
 
     def test_several_tokens_per_chunk_counted_from_usage(self, start_server: StartServer) -> None:

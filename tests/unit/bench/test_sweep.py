@@ -68,6 +68,8 @@ class TestCrossover:
         record = run_sweep(*arms(cand.url, base.url), CHAT, config)
         assert cand.counters.requests == 1 + 5 + 5  # probe + two levels
         assert all(len(arm.results) == 5 for arm in record.arms)
+        # streams are read to the end, so keep-alive connections are reused, not reopened
+        assert cand.counters.connections <= 3
 
 
 class TestWarnings:
