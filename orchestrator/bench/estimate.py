@@ -130,6 +130,12 @@ def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
     return (low + high) / 2.0
 
 
+def alpha_from_acceptance_rate(rate: float, k: int) -> float:
+    """α from an engine's draft acceptance rate (accepted / drafted tokens, as vLLM reports it):
+    with k drafted per step, mean acceptance length = 1 + rate·k (vllm.md §5)."""
+    return alpha_from_acceptance_length(1.0 + rate * k, k)
+
+
 def speedup(
     alpha: float, k: int, cost_ratio: float, batch: int, roofline: Roofline | None
 ) -> float:

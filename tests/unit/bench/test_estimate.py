@@ -116,3 +116,13 @@ def test_estimate_for_a_planned_deployment() -> None:
     assert document["assumptions"]["context_tokens"] == 1024  # type: ignore[index]
     ngram = estimate_for_deployment(FakeMemory(draft_weights_gib=0.0), FakeGpu(), 0.5)
     assert ngram.cost_ratio == 0.0
+
+
+def test_alpha_from_an_engine_acceptance_rate() -> None:
+    from orchestrator.bench.estimate import alpha_from_acceptance_rate
+
+    # vLLM acceptance rate 0.5 with k=4: 2 accepted per step, mean length 3 = E(alpha, 4)
+    alpha = alpha_from_acceptance_rate(0.5, 4)
+    assert expected_tokens_per_step(alpha, 4) == pytest.approx(3.0)
+    assert alpha_from_acceptance_rate(1.0, 3) == pytest.approx(1.0, abs=1e-6)
+    assert alpha_from_acceptance_rate(0.0, 3) == pytest.approx(0.0, abs=1e-6)
