@@ -152,13 +152,13 @@ async def stream_request(
     try:
         await asyncio.wait_for(_stream(client, endpoint, body, trace, clock), timeout_s)
     except asyncio.TimeoutError:
-        trace.error = f"timed out after {timeout_s:g} s ({trace.tokens} tokens received)"
+        trace.fail(f"timed out after {timeout_s:g} s ({trace.tokens} tokens received)")
     except httpx.ConnectError as exc:
-        trace.error = f"cannot connect to {endpoint.api_root}: {exc}"
+        trace.fail(f"cannot connect to {endpoint.api_root}: {exc}")
     except httpx.ReadTimeout:
-        trace.error = f"stalled: no data for {stall_s:g} s after {trace.tokens} tokens"
+        trace.fail(f"stalled: no data for {stall_s:g} s after {trace.tokens} tokens")
     except (httpx.TransportError, httpx.StreamError) as exc:
-        trace.error = f"connection failed mid-stream after {trace.tokens} tokens: {exc!r}"
+        trace.fail(f"connection failed mid-stream after {trace.tokens} tokens: {exc!r}")
     return trace.result(clock(), level_start)
 
 
@@ -173,11 +173,18 @@ class _Trace:
     usage_tokens: int | None = None
     parts: list[str] = field(default_factory=list)
     done: bool = False
+    finished: float | None = None
+    """When [DONE] arrived; the request's end even if the connection lingers."""
     error: str | None = None
 
     @property
     def tokens(self) -> int:
         return self.usage_tokens if self.usage_tokens is not None else self.chunks
+
+    def fail(self, message: str) -> None:
+        """Record a transport failure, unless the stream already finished ([DONE] seen)."""
+        if not self.done:
+            self.error = message
 
     def content(self, now: float, text: str) -> None:
         if self.first is None:
@@ -198,7 +205,7 @@ class _Trace:
             ok=error is None,
             error=error,
             started_s=self.start - level_start,
-            latency_s=end - self.start,
+            latency_s=(self.finished or end) - self.start,
             ttft_s=None if self.first is None else self.first - self.start,
             chunk_gaps_s=tuple(self.gaps),
             output_tokens=self.tokens,
@@ -233,7 +240,7 @@ async def _stream(
 def _handle_event(payload: str, trace: _Trace, now: float) -> bool:
     """Apply one SSE data payload; True when the stream is over (done or failed)."""
     if payload == "[DONE]":
-        trace.done = True
+        trace.done, trace.finished = True, now
         return True
     try:
         event = json.loads(payload)

@@ -39,6 +39,7 @@ class Behaviour:
     error_after: int | None = None
     stall_after: int | None = None
     close_after: int | None = None
+    stall_after_done: bool = False
     metrics: bool = True
 
 
@@ -190,6 +191,8 @@ class LoopbackServer:
         c.decode_s += time.perf_counter() - first
         await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
         await _chunked(writer, b"data: [DONE]\n\n")
+        if b.stall_after_done:
+            await asyncio.sleep(3600)
         await _chunked(writer, b"")
         return True
 

@@ -148,3 +148,11 @@ class TestResolveModel:
     def test_not_openai_is_a_bench_error(self, start_server: StartServer) -> None:
         with pytest.raises(BenchError, match="not an OpenAI model list"):
             self.resolve(start_server(not_openai=True).url)
+
+
+def test_a_stall_after_done_does_not_fail_a_finished_request(start_server: StartServer) -> None:
+    server = start_server(stall_after_done=True)
+    result = run(Endpoint("candidate", server.url, "m"), max_tokens=4, stall_s=0.3)
+    assert result.ok, result.error
+    assert result.output_tokens == 4
+    assert result.latency_s < 0.3  # the request ended at [DONE], not when the stall was noticed
