@@ -11,6 +11,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILES_DIR = REPO_ROOT / "profiles"
 EXAMPLE_PROFILES = sorted(PROFILES_DIR.glob("*.yaml"))
+#: Profiles for tiny local checkpoints (device cpu); they validate once
+#: `specdeploy dev make-tiny-models` has built the models they point at.
+LOCAL_PROFILES_DIR = PROFILES_DIR / "local"
+LOCAL_PROFILES = sorted(LOCAL_PROFILES_DIR.glob("*.yaml"))
 
 
 class Golden(NamedTuple):

@@ -22,7 +22,7 @@ def dev() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the models are up to date.")
 def make_tiny_models_cmd(directory: Path, python: str | None, force: bool) -> None:
     """Build a tiny target, a matching draft and a mismatching draft in DIRECTORY
-    (default .cache/tiny-models, where profiles/tiny-*.yaml look for them)."""
+    (default .cache/tiny-models, where profiles/local/tiny-*.yaml look for them)."""
     models = make_tiny_models(directory, python=python, force=force)
     click.echo(f"target:    {models.target}")
     click.echo(f"draft:     {models.draft}   (same tokenizer: a valid draft_model pairing)")

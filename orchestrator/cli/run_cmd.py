@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.options import ignore_option, offline_option, profile_argument
+from orchestrator.deploy.local_docker import run_docker
 from orchestrator.errors import DeployError
 from orchestrator.output import text_report
 from orchestrator.pipeline import build_plan
@@ -55,6 +56,9 @@ def run(
     if code:
         click.echo(text_report(plan), err=True)
         click.get_current_context().exit(code)
+    if target == "docker":
+        run_docker(plan, echo=click.echo, host_port=port, health_timeout=timeout, baseline=baseline)
+        return
     launch = plan.launch_for(container=False, baseline=True) if baseline else plan.launch
     if launch is None:
         raise DeployError(

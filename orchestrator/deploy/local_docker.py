@@ -44,13 +44,14 @@ def run_docker(
     detach: bool = False,
     host_port: int | None = None,
     health_timeout: float = 1800.0,
+    baseline: bool = False,
 ) -> DockerRun:
     """Start the engine container, wait until its health path answers 200, then either return
     (detach) or stream its logs until Ctrl-C, which stops and removes it."""
     import docker  # the one allowed deferred import
     from docker.errors import DockerException
 
-    launch = plan.launch_for(container=True)
+    launch = plan.launch_for(container=True, baseline=baseline)
     if plan.profile is None or launch is None:
         raise ValueError("run_docker needs a plan without errors")
     try:
@@ -63,7 +64,7 @@ def run_docker(
             fix="start Docker (dockerd) or set DOCKER_HOST; `docker info` must work",
         ) from exc
     port = host_port or launch.port
-    name = f"specdeploy-{plan.profile.metadata.name}"
+    name = f"specdeploy-{plan.profile.metadata.name}" + ("-baseline" if baseline else "")
     config_dir = tempfile.mkdtemp(prefix="specdeploy-config-")
     try:
         container = client.containers.run(

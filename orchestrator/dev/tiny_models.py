@@ -26,7 +26,7 @@ from orchestrator.errors import OrchestratorError
 
 DEFAULT_DIR: Final = Path(".cache") / "tiny-models"
 """Where `specdeploy dev make-tiny-models` writes by default, relative to the repository root;
-the tiny-*.yaml example profiles point here (`../.cache/tiny-models/...` from profiles/)."""
+the profiles/local/tiny-*.yaml profiles point here (`../../.cache/tiny-models/...`)."""
 
 GENERATOR_VERSION: Final = 1
 """Bump when the checkpoints change, so cached copies are rebuilt."""

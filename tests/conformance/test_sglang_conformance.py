@@ -15,11 +15,11 @@ import pytest
 from orchestrator.pipeline import DeploymentPlan, build_plan
 from orchestrator.profile.loading import load_profile
 from tests.conformance.referee import Referee, StandIns, flag_value, swap_sglang_models
-from tests.support import EXAMPLE_PROFILES
+from tests.support import EXAMPLE_PROFILES, LOCAL_PROFILES
 
 pytestmark = pytest.mark.referee
 
-SGLANG_PROFILES = [p for p in EXAMPLE_PROFILES if load_profile(p).engine.name == "sglang"]
+SGLANG_PROFILES = [p for p in (*EXAMPLE_PROFILES, *LOCAL_PROFILES) if load_profile(p).engine.name == "sglang"]
 #: specdeploy method -> SGLang --speculative-algorithm (after SGLang's own normalisation).
 ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM"}
 

@@ -18,7 +18,7 @@ import yaml
 from orchestrator.dev.tiny_models import TinyModels
 from tests.e2e.local_run import run_command, specdeploy_run
 from tests.e2e.servers import complete, server_env, spec_counters
-from tests.support import PROFILES_DIR
+from tests.support import LOCAL_PROFILES_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def baseline_text(
 ) -> Iterator[list[str]]:
     """Greedy outputs of the target without speculation (tiny-baseline.yaml)."""
     tmp_path = tmp_path_factory.mktemp("baseline")
-    with specdeploy_run(PROFILES_DIR / "tiny-baseline.yaml", tmp_path=tmp_path) as run:
+    with specdeploy_run(LOCAL_PROFILES_DIR / "tiny-baseline.yaml", tmp_path=tmp_path) as run:
         assert spec_counters(run.url) == {}  # no speculation, no counters
         yield greedy(run.url)
 
@@ -48,7 +48,7 @@ def baseline_text(
 def test_ngram_drafts_and_keeps_greedy_text(
     baseline_text: list[str], tmp_path: Path, tiny_models: TinyModels
 ) -> None:
-    with specdeploy_run(PROFILES_DIR / "tiny-ngram.yaml", tmp_path=tmp_path) as run:
+    with specdeploy_run(LOCAL_PROFILES_DIR / "tiny-ngram.yaml", tmp_path=tmp_path) as run:
         before = spec_counters(run.url)
         text = greedy(run.url)
         after = spec_counters(run.url)
@@ -60,7 +60,7 @@ def test_ngram_drafts_and_keeps_greedy_text(
 def test_self_draft_accepts_every_token_and_keeps_greedy_text(
     baseline_text: list[str], tmp_path: Path, tiny_models: TinyModels
 ) -> None:
-    with specdeploy_run(PROFILES_DIR / "tiny-selfdraft.yaml", tmp_path=tmp_path) as run:
+    with specdeploy_run(LOCAL_PROFILES_DIR / "tiny-selfdraft.yaml", tmp_path=tmp_path) as run:
         text = greedy(run.url)
         counters = spec_counters(run.url)
     assert counters["num_draft_tokens"] > 0
@@ -71,9 +71,9 @@ def test_self_draft_accepts_every_token_and_keeps_greedy_text(
 
 def _profile(tmp_path: Path, name: str, **changes: object) -> Path:
     """A copy of tiny-draft.yaml with absolute model paths and top-level blocks replaced."""
-    data = yaml.safe_load((PROFILES_DIR / "tiny-draft.yaml").read_text())
-    data["target"]["model"] = str((PROFILES_DIR / data["target"]["model"]).resolve())
-    data["proposer"]["model"] = str((PROFILES_DIR / data["proposer"]["model"]).resolve())
+    data = yaml.safe_load((LOCAL_PROFILES_DIR / "tiny-draft.yaml").read_text())
+    data["target"]["model"] = str((LOCAL_PROFILES_DIR / data["target"]["model"]).resolve())
+    data["proposer"]["model"] = str((LOCAL_PROFILES_DIR / data["proposer"]["model"]).resolve())
     data["metadata"]["name"] = name
     for key, value in changes.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value

@@ -18,7 +18,6 @@ from orchestrator.errors import DeployError
 from orchestrator.runner.base import RunOptions
 from orchestrator.runner.engine_log import refusal
 from orchestrator.runner.local import LocalProcess, local_argv
-from orchestrator.runner.targets import run_target
 from tests.e2e.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -123,12 +122,6 @@ def test_port_override_and_engine_beside_python(tmp_path: Path) -> None:
     )
     argv = local_argv(launch, RunOptions(python=tmp_path / "bin" / "python", port=9123))
     assert argv == [str(tmp_path / "bin" / "vllm"), "serve", "m", "--port", "9123"]
-
-
-def test_docker_target_is_not_available_yet(tmp_path: Path) -> None:
-    with pytest.raises(DeployError, match="not available yet") as caught:
-        run_target("docker").run(fake_launch(tmp_path), RunOptions(), echo=print, progress=print)
-    assert "--local" in caught.value.fix
 
 
 def test_refusal_reads_vllm_log_prefixes_and_pydantic_detail(tmp_path: Path) -> None:
