@@ -154,7 +154,9 @@ def resolve_checkpoints(
     target = resolver.resolve("target.model", profile.target.model, profile.target.revision)
     draft: CheckpointInfo | Unresolved | None = None
     if profile.proposer.model is not None:
-        draft = resolver.resolve("proposer.model", profile.proposer.model, profile.proposer.revision)
+        draft = resolver.resolve(
+            "proposer.model", profile.proposer.model, profile.proposer.revision
+        )
     unresolved = tuple(r for r in (target, draft) if isinstance(r, Unresolved))
     return _info(target), _info(draft), unresolved
 

@@ -98,7 +98,9 @@ def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]) from None
+        raise ProfileInvalid(
+            file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]
+        ) from None
     if duplicates:
         raise ProfileInvalid(file, duplicates)
     return data, marks

@@ -19,7 +19,9 @@ from tests.support import EXAMPLE_PROFILES, LOCAL_PROFILES
 
 pytestmark = pytest.mark.referee
 
-SGLANG_PROFILES = [p for p in (*EXAMPLE_PROFILES, *LOCAL_PROFILES) if load_profile(p).engine.name == "sglang"]
+SGLANG_PROFILES = [
+    p for p in (*EXAMPLE_PROFILES, *LOCAL_PROFILES) if load_profile(p).engine.name == "sglang"
+]
 #: specdeploy method -> SGLang --speculative-algorithm (after SGLang's own normalisation).
 ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM"}
 

@@ -20,7 +20,9 @@ from tests.support import EXAMPLE_PROFILES, LOCAL_PROFILES
 
 pytestmark = pytest.mark.referee
 
-VLLM_PROFILES = [p for p in (*EXAMPLE_PROFILES, *LOCAL_PROFILES) if load_profile(p).engine.name == "vllm"]
+VLLM_PROFILES = [
+    p for p in (*EXAMPLE_PROFILES, *LOCAL_PROFILES) if load_profile(p).engine.name == "vllm"
+]
 #: specdeploy method -> SpeculativeConfig.method after vLLM resolves it. vLLM rewrites the
 #: generic "mtp" to the family's own method (vllm/config/speculative.py, 0.32.0).
 RESOLVED_METHODS = {"mtp": {"mtp", "mimo_mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp"}}
@@ -88,7 +90,9 @@ def _needs_remote_code(verdict: dict[str, object], plan: DeploymentPlan) -> bool
 
 
 def _tiny_draft_argv(stand_ins: StandIns) -> list[str]:
-    plan = build_plan(Path(__file__).parents[2] / "profiles" / "local" / "tiny-draft.yaml", offline=True)
+    plan = build_plan(
+        Path(__file__).parents[2] / "profiles" / "local" / "tiny-draft.yaml", offline=True
+    )
     return referee_argv(plan, stand_ins)
 
 

@@ -70,6 +70,7 @@ def vllm_server(
     `args` starts with the model and must not set --host or --port."""
     require_vllm()
     port = free_port()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     log_path = tmp_path / f"vllm-{port}.log"
     argv = [str(VLLM_BIN), "serve", *args, "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log:
