@@ -104,6 +104,9 @@ class CheckpointInfo:
     param_count: int | None = None
     weight_bytes: int | None = None
     """Exact bytes of all weights (index metadata.total_size or safetensors headers)."""
+    custom_code: tuple[str, ...] = ()
+    """config.json `auto_map` entries ("AutoModelForCausalLM=modeling_x.XForCausalLM"): the
+    repository ships model code the engine runs only with trust_remote_code."""
     tokenizer: TokenizerInfo | None = None
     eagle: EagleHeadInfo | None = None
     missing: tuple[str, ...] = field(default=())

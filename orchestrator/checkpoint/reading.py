@@ -129,6 +129,7 @@ def info_from_config(
         mtp_layers=mtp_layer_count(config),
         quant_method=_str(quant.get("quant_method")),
         quant_bits=_quant_bits(quant),
+        custom_code=tuple(f"{k}={v}" for k, v in sorted(_mapping(config.get("auto_map")).items())),
     )
     # Aliased integer fields (hidden_size, heads, MoE, MLA, ...), one lookup each.
     aliased: dict[str, Any] = {name: _int(_first(text, k)) for name, k in FIELD_ALIASES.items()}

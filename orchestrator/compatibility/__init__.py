@@ -5,11 +5,18 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Final
 
-from orchestrator.compatibility import engine_rules, memory_rules, pairing_rules, shape_rules
+from orchestrator.compatibility import (
+    engine_rules,
+    loading_rules,
+    memory_rules,
+    pairing_rules,
+    shape_rules,
+)
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, run_rules
 
 #: Modules that define rules; each ends with an explicit RULES tuple.
 RULE_MODULES: Final[tuple[ModuleType, ...]] = (
+    loading_rules,
     pairing_rules,
     shape_rules,
     engine_rules,
