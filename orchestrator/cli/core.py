@@ -20,6 +20,7 @@ from orchestrator.engines.capabilities import matrix
 from orchestrator.errors import OrchestratorError
 from orchestrator.output import plan_document, text_report
 from orchestrator.pipeline import build_plan
+from orchestrator.profile.docs import documented_json_schema
 from orchestrator.profile.schema import Profile
 
 
@@ -51,7 +52,7 @@ def validate(
 @click.command()
 def schema() -> None:
     """Print the profile's JSON Schema (for editor completion and validation)."""
-    document = Profile.model_json_schema()
+    document = documented_json_schema(Profile)
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "specdeploy profile (specdeploy/v1 SpeculativeDeployment)"
     click.echo(json.dumps(document, indent=2, sort_keys=True))

@@ -11,11 +11,9 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from orchestrator.datafiles import load_yaml
 from orchestrator.errors import ProfileError
 from orchestrator.profile.schema import ENGINE_NAMES, EngineName
 
@@ -155,8 +153,7 @@ def _build(
 
 @functools.cache
 def _matrix() -> dict[str, Any]:
-    text = resources.files("orchestrator.engines").joinpath("capabilities.yaml").read_text("utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = load_yaml("orchestrator.engines", "capabilities.yaml")
     missing = [e for e in ENGINE_NAMES if e not in data]
     if missing:  # a packaging bug, not a user error
         raise RuntimeError(f"capabilities.yaml lacks engines {missing}")

@@ -8,11 +8,9 @@ from __future__ import annotations
 import difflib
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Final
 
-import yaml
-
+from orchestrator.datafiles import load_yaml
 from orchestrator.errors import ProfileError
 
 MIB: Final = 1024**2
@@ -59,8 +57,7 @@ class Gpu:
 @functools.cache
 def gpu_catalog() -> dict[str, Gpu]:
     """Every GPU the catalog knows, by canonical name, in catalog order."""
-    text = resources.files("orchestrator.memory").joinpath("gpus.yaml").read_text()
-    raw: dict[str, dict[str, Any]] = yaml.safe_load(text)
+    raw: dict[str, dict[str, Any]] = load_yaml("orchestrator.memory", "gpus.yaml")
     return {name: _gpu(name, row) for name, row in raw.items()}
 
 

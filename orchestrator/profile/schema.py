@@ -28,10 +28,11 @@ PositiveInt = Annotated[int, Field(ge=1)]
 
 
 class StrictModel(BaseModel):
-    """Base for all profile models: unknown keys are errors, models are immutable after
-    validation, and attribute docstrings become field descriptions in the JSON Schema."""
+    """Base for all profile models: unknown keys are errors and models are immutable after
+    validation. Attribute docstrings become field descriptions in the JSON Schema
+    (`orchestrator.profile.docs`, read only by `specdeploy schema`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Metadata(StrictModel):

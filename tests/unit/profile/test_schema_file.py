@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from pydantic import BaseModel
 
 from orchestrator.cli import cli
-from orchestrator.profile.schema import Profile
+from orchestrator.profile.docs import field_docstrings, models_of
+from orchestrator.profile.schema import Profile, ProposerSpec
 from tests.support import REPO_ROOT
 
 
@@ -19,16 +19,14 @@ def test_published_schema_is_current() -> None:
     assert printed == published, "run `specdeploy schema > profile.schema.json`"
 
 
-def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
-    seen.add(model)
-    for field in model.model_fields.values():
-        for arg in (field.annotation, *getattr(field.annotation, "__args__", ())):
-            if isinstance(arg, type) and issubclass(arg, BaseModel) and arg not in seen:
-                _models(arg, seen)
-    return seen
-
-
 def test_every_field_has_a_docstring() -> None:
-    for model in _models(Profile, set()):
-        for name, field in model.model_fields.items():
-            assert field.description, f"{model.__name__}.{name} needs an attribute docstring"
+    for model in models_of(Profile):
+        docs = field_docstrings(model)
+        for name in model.model_fields:
+            assert docs.get(name), f"{model.__name__}.{name} needs an attribute docstring"
+
+
+def test_schema_descriptions_come_from_the_docstrings() -> None:
+    schema = json.loads(CliRunner().invoke(cli, ["schema"]).stdout)
+    method = schema["$defs"]["ProposerSpec"]["properties"]["method"]["description"]
+    assert method == field_docstrings(ProposerSpec)["method"]
