@@ -7,13 +7,13 @@ do) and the nested `text_config` of multimodal wrappers; rules read only typed a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.checkpoint.eagle import eagle_head_info
+from orchestrator.checkpoint.files import read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, CheckpointSource
 from orchestrator.checkpoint.tokenizer import read_tokenizer
 from orchestrator.checkpoint.weights import INDEX_FILE, count_mtp_tensors, read_weight_facts
@@ -72,7 +72,7 @@ def read_checkpoint_dir(
     path: Path, *, ref: str, source: CheckpointSource, location: str, revision: str | None
 ) -> CheckpointInfo:
     """Read every metadata file present in `path`; absent files are listed in `missing`."""
-    config = _read_json(path / "config.json")
+    config = read_json_object(path / "config.json")
     tokenizer = read_tokenizer(path)
     weights = read_weight_facts(path)
     missing = [
@@ -98,7 +98,7 @@ def read_checkpoint_dir(
         eagle=eagle_head_info(config or {}, weights.tensor_names if weights else None),
         missing=tuple(missing),
     )
-    return _with_modelopt_quant(info, _read_json(path / "hf_quant_config.json"))
+    return _with_modelopt_quant(info, read_json_object(path / "hf_quant_config.json"))
 
 
 def info_from_config(
@@ -214,11 +214,3 @@ def _str(value: Any) -> str | None:
 
 def _bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

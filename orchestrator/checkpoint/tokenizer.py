@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator.checkpoint.files import read_json_object
 from orchestrator.checkpoint.info import TokenizerInfo
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
@@ -20,14 +21,14 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
 def read_tokenizer(directory: Path) -> TokenizerInfo | None:
     """Fingerprint the tokenizer in `directory`, or None when no readable vocabulary file exists
     (a SentencePiece `tokenizer.model` alone cannot be read without its protobuf schema)."""
-    special = _read_json(directory / "tokenizer_config.json") or {}
-    tokenizer_json = _read_json(directory / "tokenizer.json")
+    special = read_json_object(directory / "tokenizer_config.json") or {}
+    tokenizer_json = read_json_object(directory / "tokenizer.json")
     if tokenizer_json is not None:
         vocab = _model_vocab(tokenizer_json.get("model"))
         added = _added_tokens(tokenizer_json.get("added_tokens"))
         source = "tokenizer.json"
     else:
-        vocab_json = _read_json(directory / "vocab.json")
+        vocab_json = read_json_object(directory / "vocab.json")
         if vocab_json is None:
             return None
         vocab = {str(k): int(v) for k, v in vocab_json.items() if isinstance(v, int)}
@@ -111,11 +112,3 @@ def _token_text(value: Any) -> str | None:
 def _sha256(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.cli.options import format_option, offline_option
 from orchestrator.errors import IncompatibleError
 
 if TYPE_CHECKING:
@@ -21,20 +22,8 @@ if TYPE_CHECKING:
 @click.command(name="inspect")
 @click.argument("model")
 @click.option("--revision", default=None, help="Hub commit or tag to read (default: main).")
-@click.option(
-    "--format",
-    "output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
-@click.option(
-    "--offline",
-    is_flag=True,
-    envvar="HF_HUB_OFFLINE",
-    help="Never contact the model hub (also set by HF_HUB_OFFLINE=1).",
-)
+@format_option
+@offline_option
 def inspect(model: str, revision: str | None, output: str, offline: bool) -> None:
     """Show the metadata of MODEL (hub id or local directory) and where it was found.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Final
 
+from orchestrator.engines.argv import fraction, optional_flag
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
 from orchestrator.profile.schema import EngineName
 
@@ -74,9 +75,9 @@ class SglangEngine:
     def launch(self, spec: LaunchSpec) -> EngineLaunch:
         profile = spec.profile
         serving, hardware, tuning = profile.serving, profile.hardware, profile.sglang
-        fraction = spec.memory_fraction
+        knob = spec.memory_fraction
         if tuning is not None and tuning.mem_fraction_static is not None:
-            fraction = tuning.mem_fraction_static
+            knob = tuning.mem_fraction_static
         argv = ["python3", "-m", "sglang.launch_server", "--model-path", spec.target_model]
         argv += ["--host", spec.host, "--port", str(serving.port)]
         argv += ["--served-model-name", spec.served_model_name]
@@ -85,12 +86,12 @@ class SglangEngine:
             argv += ["--pp-size", str(hardware.pipeline_parallel_size)]
         argv += ["--context-length", str(serving.max_model_len)]
         argv += ["--max-running-requests", str(serving.max_concurrency)]
-        argv += ["--mem-fraction-static", _fraction(fraction)]
+        argv += ["--mem-fraction-static", fraction(knob)]
         if serving.kv_cache_dtype != "auto":
             argv += ["--kv-cache-dtype", KV_DTYPE.get(serving.kv_cache_dtype, "auto")]
         argv += ["--dtype", profile.target.dtype]
-        argv += _optional("--revision", profile.target.revision)
-        argv += _optional("--quantization", profile.target.quantization)
+        argv += optional_flag("--revision", profile.target.revision)
+        argv += optional_flag("--quantization", profile.target.quantization)
         if profile.target.trust_remote_code:
             argv.append("--trust-remote-code")
         if hardware.device == "cpu":
@@ -145,7 +146,7 @@ def _speculative_args(spec: LaunchSpec) -> list[str]:
     draft = spec.target_model if proposer.method == "mtp" else spec.draft_model
     if draft is not None:
         args += ["--speculative-draft-model-path", draft]
-    args += _optional("--speculative-draft-model-revision", proposer.revision)
+    args += optional_flag("--speculative-draft-model-revision", proposer.revision)
     if proposer.method == "ngram":
         # NGRAM derives topk from its BFS breadth and steps from the draft tokens (A2).
         return [*args, "--speculative-num-draft-tokens", str(draft_token_count(spec))]
@@ -153,11 +154,3 @@ def _speculative_args(spec: LaunchSpec) -> list[str]:
     args += ["--speculative-eagle-topk", str(topk)]
     args += ["--speculative-num-draft-tokens", str(draft_token_count(spec))]
     return args
-
-
-def _optional(flag: str, value: str | None) -> list[str]:
-    return [] if value is None else [flag, value]
-
-
-def _fraction(value: float) -> str:
-    return f"{value:.3f}".rstrip("0").rstrip(".")

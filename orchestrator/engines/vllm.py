@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
+from orchestrator.engines.argv import fraction, optional_flag
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
 from orchestrator.profile.schema import EngineName
 
@@ -83,11 +84,11 @@ class VllmEngine:
         argv += ["--pipeline-parallel-size", str(hardware.pipeline_parallel_size)]
         argv += ["--max-model-len", str(serving.max_model_len)]
         argv += ["--max-num-seqs", str(serving.max_concurrency)]
-        argv += ["--gpu-memory-utilization", _fraction(spec.memory_fraction)]
+        argv += ["--gpu-memory-utilization", fraction(spec.memory_fraction)]
         argv += ["--kv-cache-dtype", _KV_DTYPE[serving.kv_cache_dtype]]
         argv += ["--dtype", profile.target.dtype]
-        argv += _optional("--revision", profile.target.revision)
-        argv += _optional("--quantization", profile.target.quantization)
+        argv += optional_flag("--revision", profile.target.revision)
+        argv += optional_flag("--quantization", profile.target.quantization)
         if profile.target.trust_remote_code:
             argv.append("--trust-remote-code")
         tuning = profile.vllm
@@ -137,11 +138,3 @@ def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
         config["prompt_lookup_min"] = proposer.ngram.min_window
         config["prompt_lookup_max"] = proposer.ngram.max_window
     return config
-
-
-def _optional(flag: str, value: str | None) -> list[str]:
-    return [] if value is None else [flag, value]
-
-
-def _fraction(value: float) -> str:
-    return f"{value:.3f}".rstrip("0").rstrip(".")
