@@ -196,3 +196,17 @@ def test_every_example_validates_in_text(profile: Path) -> None:
     result = run("validate", str(profile), "--offline")
     assert result.exit_code == 0, result.output
     assert ": ok" in result.stdout
+
+
+DESIGN_MEMORY_KEYS = {
+    "gpu", "gpu_memory_gib", "budget_gib", "target_weights_gib", "draft_weights_gib",
+    "overhead_gib", "kv_cache_gib", "kv_bytes_per_token", "kv_tokens", "max_concurrency",
+    "baseline_max_concurrency", "fits",
+}  # fmt: skip
+
+
+def test_memory_block_has_every_contract_key() -> None:
+    profile = next(p for p in EXAMPLE_PROFILES if p.stem == "vllm-qwen3-4b-draft")
+    document = json.loads(run("validate", str(profile), "--format", "json", "--offline").stdout)
+    assert DESIGN_MEMORY_KEYS <= set(document["memory"])
+    assert document["memory"]["max_concurrency"] <= document["memory"]["baseline_max_concurrency"]
