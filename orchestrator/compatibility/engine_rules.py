@@ -209,6 +209,26 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
     )
 
 
+@rule(
+    "engine.kv-cache-dtype",
+    source="vLLM CacheDType (vllm/config/cache.py); SGLang server_args --kv-cache-dtype choices; "
+    "TensorRT-LLM KvCacheConfig.dtype",
+)
+def kv_cache_dtype_is_spelled(ctx: CompatContext) -> Finding | None:
+    """Each engine accepts its own set of KV-cache dtypes (SGLang has no float16 choice,
+    TensorRT-LLM no fp8_e5m2); rendering a nearby value instead would silently change memory
+    use and numerics, so an unsupported choice is refused."""
+    wanted = ctx.profile.serving.kv_cache_dtype
+    accepted = ENGINES[ctx.engine].kv_cache_dtypes
+    if wanted in accepted:
+        return None
+    return Finding.error(
+        what=f"serving.kv_cache_dtype {wanted!r} has no {ctx.engine} spelling (accepted: {', '.join(accepted)})",
+        why=f"{ctx.engine} refuses the flag at start-up",
+        fix=f"set serving.kv_cache_dtype to one of {', '.join(sorted(accepted))}",
+    )
+
+
 @rule("engine.removed-flag", source="orchestrator/engines/capabilities.yaml removed_flags")
 def extra_args_use_no_removed_flag(ctx: CompatContext) -> list[Finding]:
     """Flags the pinned release removed or renamed make the engine exit at start-up with
@@ -265,6 +285,7 @@ RULES = (
     sglang_overlap_needs_topk_one,
     sglang_draft_tokens_are_consistent,
     pipeline_parallel_allows_speculation,
+    kv_cache_dtype_is_spelled,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,
 )

@@ -85,6 +85,8 @@ class Engine(Protocol):
     name: ClassVar[EngineName]
     #: Flags this engine module renders itself; extra_args may not set them.
     managed_flags: ClassVar[frozenset[str]]
+    #: serving.kv_cache_dtype -> the engine's own spelling; a dtype missing here is refused.
+    kv_cache_dtypes: ClassVar[Mapping[str, str]]
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch: ...
 

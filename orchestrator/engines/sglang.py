@@ -37,6 +37,7 @@ class SglangEngine:
     """Renders `sglang.launch_server` for the pinned SGLang release."""
 
     name: ClassVar[EngineName] = "sglang"
+    kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
     managed_flags: ClassVar[frozenset[str]] = frozenset(
         {
             "--model-path",
@@ -88,7 +89,7 @@ class SglangEngine:
         argv += ["--max-running-requests", str(serving.max_concurrency)]
         argv += ["--mem-fraction-static", fraction(knob)]
         if serving.kv_cache_dtype != "auto":
-            argv += ["--kv-cache-dtype", KV_DTYPE.get(serving.kv_cache_dtype, "auto")]
+            argv += ["--kv-cache-dtype", KV_DTYPE[serving.kv_cache_dtype]]
         argv += ["--dtype", profile.target.dtype]
         argv += optional_flag("--revision", profile.target.revision)
         argv += optional_flag("--quantization", profile.target.quantization)

@@ -90,6 +90,7 @@ class TrtllmEngine:
     """Renders `trtllm-serve` plus its LLM-API options YAML for the pinned release."""
 
     name: ClassVar[EngineName] = "trtllm"
+    kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
     managed_flags: ClassVar[frozenset[str]] = frozenset(
         {
             "--host",
@@ -171,7 +172,7 @@ def build_options(spec: LaunchSpec) -> LlmApiOptions:
         max_num_tokens=tuning.max_num_tokens if tuning is not None else None,
         kv_cache_config=KvCacheConfig(
             free_gpu_memory_fraction=round(fraction, 3),
-            dtype=None if kv_dtype == "auto" else KV_DTYPE.get(kv_dtype, "auto"),
+            dtype=None if kv_dtype == "auto" else KV_DTYPE[kv_dtype],
         ),
         cuda_graph_config=graph,
         disable_overlap_scheduler=_overlap_disabled(spec),

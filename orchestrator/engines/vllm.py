@@ -28,7 +28,7 @@ _METHOD: Final[Mapping[str, str]] = {
 #: names the target explicitly (vllm 0.10.0 wheel, vllm/config.py; docs/engine-matrix.md).
 _LEGACY_MTP_METHOD: Final = "deepseek_mtp"
 #: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
-_KV_DTYPE: Final[Mapping[str, str]] = {
+KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
     "bfloat16": "bfloat16",
     "float16": "float16",
@@ -42,6 +42,7 @@ class VllmEngine:
     """Renders `vllm serve` for the pinned vLLM release."""
 
     name: ClassVar[EngineName] = "vllm"
+    kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
     managed_flags: ClassVar[frozenset[str]] = frozenset(
         {
             "--host",
@@ -85,7 +86,7 @@ class VllmEngine:
         argv += ["--max-model-len", str(serving.max_model_len)]
         argv += ["--max-num-seqs", str(serving.max_concurrency)]
         argv += ["--gpu-memory-utilization", fraction(spec.memory_fraction)]
-        argv += ["--kv-cache-dtype", _KV_DTYPE[serving.kv_cache_dtype]]
+        argv += ["--kv-cache-dtype", KV_DTYPE[serving.kv_cache_dtype]]
         argv += ["--dtype", profile.target.dtype]
         argv += optional_flag("--revision", profile.target.revision)
         argv += optional_flag("--quantization", profile.target.quantization)

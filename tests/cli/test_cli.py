@@ -208,5 +208,5 @@ DESIGN_MEMORY_KEYS = {
 def test_memory_block_has_every_contract_key() -> None:
     profile = next(p for p in EXAMPLE_PROFILES if p.stem == "vllm-qwen3-4b-draft")
     document = json.loads(run("validate", str(profile), "--format", "json", "--offline").stdout)
-    assert DESIGN_MEMORY_KEYS <= set(document["memory"])
+    assert set(document["memory"]) >= DESIGN_MEMORY_KEYS
     assert document["memory"]["max_concurrency"] <= document["memory"]["baseline_max_concurrency"]

@@ -11,6 +11,7 @@ from orchestrator.compatibility.engine_rules import (
     engine_version_is_known,
     extra_args_do_not_override_managed_flags,
     extra_args_use_no_removed_flag,
+    kv_cache_dtype_is_spelled,
     pipeline_parallel_allows_speculation,
     sglang_draft_tokens_are_consistent,
     sglang_overlap_needs_topk_one,
@@ -259,3 +260,30 @@ class TestExtraArgsDoNotOverrideManagedFlags:
             )
             == []
         )
+
+
+class TestKvCacheDtypeIsSpelled:
+    def test_sglang_has_no_float16_kv_cache(self) -> None:
+        finding = only(
+            kv_cache_dtype_is_spelled(ctx(engine=SGLANG, serving={"kv_cache_dtype": "float16"}))
+        )
+        assert finding.rule == "engine.kv-cache-dtype" and "'float16'" in finding.what
+        assert "fp8_e4m3" in finding.fix
+
+    def test_trtllm_has_no_fp8_e5m2(self) -> None:
+        trt = {"name": "trtllm", "version": "1.2.1"}
+        assert only(
+            kv_cache_dtype_is_spelled(ctx(engine=trt, serving={"kv_cache_dtype": "fp8_e5m2"}))
+        )
+
+    def test_every_engine_spells_auto_and_fp8(self) -> None:
+        for engine in (
+            {"name": "vllm", "version": "0.32.0"},
+            SGLANG,
+            {"name": "trtllm", "version": "1.2.1"},
+        ):
+            for dtype in ("auto", "fp8"):
+                assert (
+                    kv_cache_dtype_is_spelled(ctx(engine=engine, serving={"kv_cache_dtype": dtype}))
+                    == []
+                )

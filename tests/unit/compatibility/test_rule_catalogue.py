@@ -44,4 +44,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.version-unknown",
         "engine.pipeline-parallel",
         "checkpoint.remote-code",
+        "engine.kv-cache-dtype",
     }
