@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, replace
-from importlib import resources
 from typing import Any, cast
 
 from orchestrator.checkpoint.eagle import eagle_head_info
@@ -21,6 +20,7 @@ from orchestrator.checkpoint.info import (
     HeadFormat,
 )
 from orchestrator.checkpoint.reading import info_from_config
+from orchestrator.datafiles import package_file
 
 
 @dataclass(frozen=True)
@@ -104,5 +104,5 @@ def _models() -> dict[str, tuple[str, dict[str, Any]]]:
 
 @functools.cache
 def _document() -> dict[str, Any]:
-    text = resources.files(__name__).joinpath("models.json").read_text("utf-8")
+    text = package_file(__name__, "models.json").read_text("utf-8")
     return cast(dict[str, Any], json.loads(text))
