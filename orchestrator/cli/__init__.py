@@ -13,17 +13,14 @@ import os
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import importlib
-import logging
 import sys
+import traceback
 from typing import Any
 
 import click
 
 from orchestrator import __version__
 from orchestrator.errors import OrchestratorError
-
-log = logging.getLogger("specdeploy")
-
 
 #: Command name -> module defining it. A module is imported only when one of its commands runs
 #: (or for --help), so `validate` never pays for the Kubernetes, Docker or HTTP clients.
@@ -65,7 +62,8 @@ class ErrorBoundaryGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OrchestratorError as exc:
-            log.debug("user-facing error", exc_info=True)
+            if ctx.meta.get("specdeploy.debug"):
+                traceback.print_exc(file=sys.stderr)
             click.echo(f"Error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)
 
@@ -73,13 +71,16 @@ class ErrorBoundaryGroup(click.Group):
 @click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="specdeploy")
 @click.option("--debug", is_flag=True, help="Log tracebacks for user-facing errors.")
-def cli(debug: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Deploy LLM servers with speculative decoding, or say precisely why it would not work."""
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    ctx.meta["specdeploy.debug"] = debug
+    if debug:  # logging costs start-up time; only --debug needs it
+        import logging
+
+        logging.basicConfig(
+            level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        )
 
 
 def main() -> None:
