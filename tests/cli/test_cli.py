@@ -210,3 +210,10 @@ def test_memory_block_has_every_contract_key() -> None:
     document = json.loads(run("validate", str(profile), "--format", "json", "--offline").stdout)
     assert set(document["memory"]) >= DESIGN_MEMORY_KEYS
     assert document["memory"]["max_concurrency"] <= document["memory"]["baseline_max_concurrency"]
+
+
+def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
+    plain = run("explain", "no.such-rule")
+    assert plain.exit_code == 1 and "Traceback" not in plain.output
+    debug = run("--debug", "explain", "no.such-rule")
+    assert debug.exit_code == 1 and "Traceback" in debug.stderr and "fix:" in debug.stderr
