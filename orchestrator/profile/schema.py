@@ -151,7 +151,8 @@ class ServingSpec(StrictModel):
     max_concurrency: PositiveInt = 16
     """Sequences that must fit at max_model_len at once (engine max-num-seqs / running requests)."""
     gpu_memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
-    """Share of each GPU's memory specdeploy may plan for; translated to each engine's knob."""
+    """Share of each GPU's memory specdeploy may plan for; translated to each engine's knob. On
+    device: cpu, vLLM applies it to host memory (its CPU backend reserves that share up front)."""
     kv_cache_dtype: KvCacheDtype = "auto"
     """KV cache dtype; fp8 halves KV memory."""
     port: int = Field(default=8000, ge=1, le=65535)
