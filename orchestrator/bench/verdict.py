@@ -29,6 +29,9 @@ tokenspeed #1305 measured 74.6 % on a two-token loop vs 48.5 % on real prompts).
 _MIN_WORDS: Final = 24
 _MIN_DISTINCT_TRIGRAMS: Final = 0.3
 _LOW_AGREEMENT: Final = 0.5
+COARSE_STREAM_TOKENS_PER_CHUNK: Final = 2.0
+"""Tokens per streamed chunk above which a non-speculative arm's TPOT/ITL measure buffering,
+not decoding (a plain decoder emits one token per step; only speculation commits several)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ def _warnings(
     found: list[Warning] = []
     found += _acceptance_warnings(levels)
     found += _degenerate_warnings(record)
+    found += _coarse_stream_warnings(record)
     found += _failure_warnings(levels)
     if greedy:
         found += _agreement_warnings(levels)
@@ -258,6 +262,27 @@ def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
                     f"{label}: {bad} of {len(texts)} outputs repeat themselves (looping text); "
                     "repetition inflates acceptance and speed, so these figures overstate what "
                     "real traffic would see. Use chat-templated, domain-matched prompts.",
+                )
+            )
+    return found
+
+
+def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
+    found: list[Warning] = []
+    for arm in record.arms:
+        if arm.label != record.baseline.label:
+            continue
+        ok = [r for r in arm.results if r.ok and r.output_tokens > 1]
+        chunks = sum(len(r.chunk_gaps_s) + 1 for r in ok)
+        tokens = sum(r.output_tokens for r in ok)
+        if chunks and tokens / chunks > COARSE_STREAM_TOKENS_PER_CHUNK:
+            found.append(
+                Warning(
+                    "coarse-stream",
+                    f"{arm.label} at concurrency {arm.concurrency} streamed {tokens} tokens in "
+                    f"{chunks} chunks ({tokens / chunks:.1f} per chunk) without speculation: the "
+                    "server or a proxy buffers its stream, so TPOT and ITL there measure buffering, "
+                    "not decoding; compare the end-to-end speedup instead",
                 )
             )
     return found

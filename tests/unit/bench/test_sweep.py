@@ -110,6 +110,20 @@ class TestWarnings:
         if flagged:
             assert warnings[0].message.startswith("candidate: 2 of 2 outputs repeat")
 
+    @pytest.mark.parametrize(("tokens_per_chunk", "flagged"), [(4, True), (1, False)])
+    def test_a_buffered_baseline_stream_is_flagged(
+        self, start_server: StartServer, tokens_per_chunk: int, flagged: bool
+    ) -> None:
+        cand = start_server(tokens_per_step=2, draft_tokens_per_step=2)
+        base = start_server(tokens_per_step=tokens_per_chunk)
+        config = SweepConfig(concurrency=(1,), requests=2, max_tokens=24)
+        verdict = judge(run_sweep(*arms(cand.url, base.url), CHAT, config))
+        warnings = [w for w in verdict.warnings if w.code == "coarse-stream"]
+        assert bool(warnings) is flagged
+        if flagged:
+            assert "baseline at concurrency 1" in warnings[0].message
+            assert "48 tokens in 14 chunks" in warnings[0].message  # 1 + 6 chunks of <= 4, x2
+
 
 class TestBadConditions:
     def test_unreachable_candidate_is_a_bench_error(
