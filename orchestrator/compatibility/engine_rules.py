@@ -209,6 +209,30 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
     )
 
 
+#: Above this share of host memory a CPU vLLM server leaves too little for anything beside it.
+CPU_MEMORY_SHARE_WARNING = 0.5
+
+
+@rule(
+    "engine.cpu-memory-fraction",
+    source="vLLM 0.32.0 CPU worker: 'On the CPU backend, the `--gpu-memory-utilization` flag "
+    "controls the fraction of CPU memory reserved' (seen running profiles/local with two servers)",
+    applies=lambda ctx: ctx.engine == "vllm" and ctx.profile.hardware.device == "cpu",
+)
+def cpu_memory_fraction_is_modest(ctx: CompatContext) -> Finding | None:
+    """vLLM's CPU backend reserves serving.gpu_memory_fraction of *host* memory at start-up and
+    refuses to start when less is free, so the GPU-minded default (0.9) leaves no room for a
+    second server (such as the baseline of an A/B) or much else on the machine."""
+    share = ctx.profile.serving.gpu_memory_fraction
+    if share <= CPU_MEMORY_SHARE_WARNING:
+        return None
+    return Finding.warning(
+        what=f"serving.gpu_memory_fraction={share} on hardware.device: cpu reserves that share of host memory",
+        why="vLLM refuses to start when that much host memory is not free, e.g. beside a baseline server",
+        fix="set serving.gpu_memory_fraction to what the server needs (0.15 serves the tiny models)",
+    )
+
+
 @rule(
     "engine.kv-cache-dtype",
     source="vLLM CacheDType (vllm/config/cache.py); SGLang server_args --kv-cache-dtype choices; "
@@ -286,6 +310,7 @@ RULES = (
     sglang_draft_tokens_are_consistent,
     pipeline_parallel_allows_speculation,
     kv_cache_dtype_is_spelled,
+    cpu_memory_fraction_is_modest,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,
 )

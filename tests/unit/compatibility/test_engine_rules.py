@@ -6,6 +6,7 @@ from typing import Any
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.engine_rules import (
+    cpu_memory_fraction_is_modest,
     draft_tensor_parallel_is_accepted,
     engine_supports_method,
     engine_version_is_known,
@@ -287,3 +288,21 @@ class TestKvCacheDtypeIsSpelled:
                     kv_cache_dtype_is_spelled(ctx(engine=engine, serving={"kv_cache_dtype": dtype}))
                     == []
                 )
+
+
+CPU = {"device": "cpu", "gpu": None}
+
+
+class TestCpuMemoryFractionIsModest:
+    def test_gpu_default_on_cpu_warns(self) -> None:
+        finding = only(cpu_memory_fraction_is_modest(ctx(hardware=CPU)))
+        assert finding.severity == "warning" and "host memory" in finding.what
+
+    def test_small_share_passes(self) -> None:
+        assert (
+            cpu_memory_fraction_is_modest(ctx(hardware=CPU, serving={"gpu_memory_fraction": 0.15}))
+            == []
+        )
+
+    def test_does_not_apply_on_gpu(self) -> None:
+        assert cpu_memory_fraction_is_modest(ctx()) == []

@@ -45,4 +45,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.pipeline-parallel",
         "checkpoint.remote-code",
         "engine.kv-cache-dtype",
+        "engine.cpu-memory-fraction",
     }
