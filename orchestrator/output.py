@@ -10,15 +10,13 @@ from orchestrator.pipeline import DeploymentPlan
 
 def plan_document(plan: DeploymentPlan, *, strict: bool = False) -> dict[str, Any]:
     """The JSON document `validate --format json` prints for one profile."""
-    memory = plan.memory
-    as_json = getattr(memory, "as_json", None)
     return {
         "profile": str(plan.profile_path),
         "ok": plan.ok(strict=strict),
         "exit_code": plan.exit_code(strict=strict),
         "engine": _engine(plan),
         "findings": [f.as_json() for f in plan.findings],
-        "memory": as_json() if callable(as_json) else None,
+        "memory": plan.memory.as_json() if plan.memory is not None else None,
     }
 
 

@@ -13,7 +13,6 @@ from orchestrator.bench.estimate import (
     estimate_for_deployment,
 )
 from orchestrator.cli.options import format_option, offline_option, profile_argument
-from orchestrator.memory.budget import MemoryEstimate
 from orchestrator.memory.gpus import find_gpu, gpu_catalog
 from orchestrator.memory.report import gpu_table, memory_table
 from orchestrator.output import plan_document, text_report
@@ -76,7 +75,7 @@ def plan(
             document["speedup_estimate"] = estimate.as_json()
         click.echo(json.dumps(document, indent=2))
     else:
-        table = memory_table(memory) if isinstance(memory, MemoryEstimate) else ""
+        table = memory_table(memory) if memory is not None else ""
         note = "" if estimate is not None or not speedup else _no_estimate(result.profile)
         speed = speedup_table(estimate) if estimate is not None else note
         parts = (text_report(result), table, speed)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.runner.local import stop
 from tests.support import REPO_ROOT
 
 VLLM_VENV = REPO_ROOT / ".venv-vllm"
@@ -87,7 +87,7 @@ def vllm_server(
             wait_healthy(process, url, log_path, timeout)
             yield url
         finally:
-            stop_group(process)
+            stop(process, STOP_TIMEOUT)
 
 
 def wait_healthy(
@@ -106,19 +106,6 @@ def wait_healthy(
                 return
         time.sleep(1)
     pytest.fail(f"server not healthy after {timeout:.0f} s:\n{log_tail(log_path)}")
-
-
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
