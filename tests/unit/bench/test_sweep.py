@@ -170,7 +170,9 @@ class TestBadConditions:
 
     def test_ctrl_c_keeps_what_was_measured(self, start_server: StartServer) -> None:
         cand = start_server(step_delay=lambda active: 0.01)
-        base = start_server(step_delay=lambda active: 0.01)
+        # The second arm (baseline) runs ~10 s uninterrupted, so a SIGINT that a loaded CI
+        # machine delivers late still lands while it is streaming.
+        base = start_server(step_delay=lambda active: 0.05)
         messages: list[str] = []
 
         def interrupt_during_second_arm(line: str) -> None:
@@ -180,7 +182,7 @@ class TestBadConditions:
                 and len([m for m in messages if m.startswith("concurrency")]) == 1
             ):
                 # a real SIGINT, delivered while the next arm-level is streaming
-                asyncio.get_running_loop().call_later(0.3, signal.raise_signal, signal.SIGINT)
+                asyncio.get_running_loop().call_later(1.2, signal.raise_signal, signal.SIGINT)
 
         config = SweepConfig(concurrency=(1, 2, 4), requests=20, max_tokens=10)
         record = run_sweep(*arms(cand.url, base.url), CHAT, config, interrupt_during_second_arm)
