@@ -14,7 +14,6 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import importlib
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -63,6 +62,8 @@ class ErrorBoundaryGroup(click.Group):
             return super().invoke(ctx)
         except OrchestratorError as exc:
             if ctx.meta.get("specdeploy.debug"):
+                import traceback  # only --debug prints one
+
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"Error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)

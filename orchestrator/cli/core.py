@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 
@@ -109,6 +108,8 @@ def explain(rule_id: str) -> None:
     rules = RULES_BY_ID.get(rule_id)
     if not rules:
         known = sorted([*RULES_BY_ID, *PROFILE_RULES])
+        import difflib  # only an unknown rule id needs it
+
         close = difflib.get_close_matches(rule_id, known, n=1)
         raise OrchestratorError(
             f"no rule {rule_id!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
