@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,18 @@ def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
     assert plain.exit_code == 1 and "Traceback" not in plain.output
     debug = run("--debug", "explain", "no.such-rule")
     assert debug.exit_code == 1 and "Traceback" in debug.stderr and "fix:" in debug.stderr
+
+
+def test_validate_loads_no_client_sdk_or_template_engine() -> None:
+    # Start-up cost (issue 2): `validate` runs on every edit of a profile, so the Kubernetes,
+    # Docker, hub and HTTP clients, plotting and Jinja load only in the commands that use them.
+    heavy = ("kubernetes", "docker", "huggingface_hub", "httpx", "matplotlib", "jinja2", "logging")
+    profile = next(p for p in EXAMPLE_PROFILES if p.stem == "vllm-qwen3-4b-draft")
+    code = (
+        "import sys\nfrom orchestrator.cli import cli\n"
+        f"try:\n    cli(['validate', {str(profile)!r}, '--offline'])\nexcept SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
