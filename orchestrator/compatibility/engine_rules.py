@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.engines import ENGINES
+from orchestrator.engines.base import nodes_per_replica
 from orchestrator.engines.capabilities import known_versions, release_for
 from orchestrator.profile.schema import EngineName
 
@@ -209,6 +210,46 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
     )
 
 
+@rule(
+    "engine.multi-node",
+    source="kubernetes-sigs/lws (LeaderWorkerSet); vLLM docs deployment/frameworks/lws; "
+    "sglang_trtllm.md A6 (SGLang --nnodes/--node-rank/--dist-init-addr)",
+    applies=lambda ctx: nodes_per_replica(ctx.profile.hardware) > 1,
+)
+def multi_node_group_is_renderable(ctx: CompatContext) -> Finding | None:
+    """A replica whose TP x PP GPUs exceed hardware.gpus_per_node runs as a LeaderWorkerSet group
+    of equal pods. That needs the GPUs to split evenly over the nodes, and an engine for which
+    specdeploy renders the leader and worker commands (vLLM over Ray, SGLang with --nnodes)."""
+    hardware = ctx.profile.hardware
+    total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
+    nodes = nodes_per_replica(hardware)
+    shape = (
+        f"hardware.tensor_parallel_size x pipeline_parallel_size = {total} GPUs over "
+        f"gpus_per_node={hardware.gpus_per_node} needs {nodes} nodes"
+    )
+    gap = ENGINES[ctx.engine].multi_node_gap
+    if gap is not None:
+        capable = sorted(name for name, engine in ENGINES.items() if engine.multi_node_gap is None)
+        return Finding.error(
+            what=f"{shape}, and specdeploy renders no multi-node group for {ctx.engine}",
+            why=gap,
+            fix=(
+                f"fit one node (tensor_parallel_size x pipeline_parallel_size <= "
+                f"{hardware.gpus_per_node}), or use engine.name {' or '.join(capable)}"
+            ),
+        )
+    if total % nodes:
+        return Finding.error(
+            what=f"{shape}, and {total} GPUs do not split evenly over {nodes} nodes",
+            why="every pod of a multi-node group gets the same number of GPUs",
+            fix=(
+                f"make tensor_parallel_size x pipeline_parallel_size divisible by {nodes}, or set "
+                "hardware.gpus_per_node to the GPUs your nodes really have"
+            ),
+        )
+    return None
+
+
 #: Above this share of host memory a CPU vLLM server leaves too little for anything beside it.
 CPU_MEMORY_SHARE_WARNING = 0.5
 
@@ -309,6 +350,7 @@ RULES = (
     sglang_overlap_needs_topk_one,
     sglang_draft_tokens_are_consistent,
     pipeline_parallel_allows_speculation,
+    multi_node_group_is_renderable,
     kv_cache_dtype_is_spelled,
     cpu_memory_fraction_is_modest,
     extra_args_use_no_removed_flag,

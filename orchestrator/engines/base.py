@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from orchestrator.profile.schema import EngineName, Profile, SpecMethod
+from orchestrator.profile.schema import EngineName, HardwareSpec, Profile, SpecMethod
 
 if TYPE_CHECKING:
     from orchestrator.engines.capabilities import EngineRelease
@@ -88,8 +89,28 @@ class Engine(Protocol):
     #: serving.kv_cache_dtype -> the engine's own spelling; a dtype missing here is refused.
     kv_cache_dtypes: ClassVar[Mapping[str, str]]
 
+    #: Why specdeploy renders no multi-node group for this engine; None when `multi_node` works.
+    multi_node_gap: ClassVar[str | None]
+
     def launch(self, spec: LaunchSpec) -> EngineLaunch: ...
+
+    def multi_node(
+        self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str
+    ) -> tuple[list[str], list[str]]:
+        """(leader, worker) commands of one replica spread over `nodes` nodes. `argv` is the
+        single-node launch; `rank` and `leader_address` may be references the deploy target
+        expands in each pod. Only called when `multi_node_gap` is None."""
+        ...
 
     def speculative_flags(self) -> frozenset[str]:
         """Flags (or config keys) that only a speculative launch carries."""
         ...
+
+
+def nodes_per_replica(hardware: HardwareSpec) -> int:
+    """Nodes one model replica spans: 1 when its TP x PP GPUs fit hardware.gpus_per_node (or on
+    CPU), else the fewest nodes that hold them."""
+    total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
+    if hardware.device == "cpu" or total <= hardware.gpus_per_node:
+        return 1
+    return math.ceil(total / hardware.gpus_per_node)

@@ -7,7 +7,7 @@ draft tokens either all unset or all set (A2), so specdeploy always sets all thr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
@@ -23,6 +23,10 @@ ALGORITHM: Final[Mapping[str, str]] = {
     "mtp": "NEXTN",
     "ngram": "NGRAM",
 }
+#: Port of the torch.distributed rendezvous on the first node, with --nnodes / --node-rank /
+#: --dist-init-addr (sglang_trtllm.md A6: docker/k8s-sglang-distributed-sts.yaml and the LWS
+#: example use these flags and port 20000).
+DIST_INIT_PORT: Final = 20000
 #: --kv-cache-dtype spelling; float16 has no SGLang spelling (server_args choices).
 KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
@@ -67,11 +71,30 @@ class SglangEngine:
             "--cuda-graph-max-bs-decode",
             "--disable-overlap-schedule",
             "--enable-metrics",
+            "--nnodes",
+            "--node-rank",
+            "--dist-init-addr",
         }
     )
+    multi_node_gap: ClassVar[str | None] = None
 
     def speculative_flags(self) -> frozenset[str]:
         return frozenset(f for f in self.managed_flags if f.startswith("--speculative-"))
+
+    def multi_node(
+        self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str
+    ) -> tuple[list[str], list[str]]:
+        # Every node runs the same launch_server with its rank; only rank 0 serves HTTP.
+        node = [
+            *argv,
+            "--nnodes",
+            str(nodes),
+            "--node-rank",
+            rank,
+            "--dist-init-addr",
+            f"{leader_address}:{DIST_INIT_PORT}",
+        ]
+        return node, list(node)
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch:
         profile = spec.profile

@@ -12,7 +12,7 @@ identical values keep the launch correct under either precedence.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final, Literal
 
 import yaml
@@ -111,8 +111,18 @@ class TrtllmEngine:
         }
     )
 
+    multi_node_gap: ClassVar[str | None] = (
+        "TensorRT-LLM spans nodes through MPI (trtllm-llmapi-launch under mpirun or Slurm), "
+        "which specdeploy's manifests do not set up"
+    )
+
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"speculative_config"})
+
+    def multi_node(
+        self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str
+    ) -> tuple[list[str], list[str]]:
+        raise NotImplementedError(self.multi_node_gap)
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch:
         profile = spec.profile

@@ -8,7 +8,8 @@ Flag names and speculative-config keys follow vLLM's `EngineArgs` / `Speculative
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
@@ -27,6 +28,11 @@ _METHOD: Final[Mapping[str, str]] = {
 #: the real family itself, but filled in the draft path only for some families, so specdeploy
 #: names the target explicitly (vllm 0.10.0 wheel, vllm/config.py; docs/engine-matrix.md).
 _LEGACY_MTP_METHOD: Final = "deepseek_mtp"
+#: vLLM's multi-node recipe (docs.vllm.ai deployment/frameworks/lws; the script is
+#: examples/online_serving/multi-node-serving.sh, shipped in the vllm/vllm-openai image): the leader
+#: starts a Ray head and waits for the whole group, then serves; workers join the Ray cluster, over
+#: which vLLM spreads TP x PP.
+RAY_SCRIPT: Final = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 #: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
 KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
@@ -72,8 +78,19 @@ class VllmEngine:
         }
     )
 
+    multi_node_gap: ClassVar[str | None] = None
+
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"--speculative-config"})
+
+    def multi_node(
+        self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str
+    ) -> tuple[list[str], list[str]]:
+        del rank  # Ray places the ranks
+        ray_head = f"bash {RAY_SCRIPT} leader --ray_cluster_size={nodes}"
+        leader = ["/bin/sh", "-c", f"{ray_head} && exec {shlex.join(argv)}"]
+        worker = ["/bin/sh", "-c", f"bash {RAY_SCRIPT} worker --ray_address={leader_address}"]
+        return leader, worker
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch:
         profile = spec.profile

@@ -4,31 +4,25 @@ A plan whose TP x PP exceeds hardware.gpus_per_node runs as one LeaderWorkerSet 
 (kubernetes-sigs/lws, API leaderworkerset.x-k8s.io/v1). LWS injects LWS_LEADER_ADDRESS,
 LWS_GROUP_SIZE and LWS_WORKER_INDEX into every container (api/leaderworkerset/v1/
 leaderworkerset_types.go); the kubelet expands `$(VAR)` in command and args, so no shell is needed
-where the engine takes the values as flags.
+where the engine takes the values as flags. The engine modules spell their own multi-node flags.
 """
 
 from __future__ import annotations
 
-import math
-import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from orchestrator.engines.base import EngineLaunch
+from orchestrator.engines import ENGINES
+from orchestrator.engines.base import EngineLaunch, nodes_per_replica
 from orchestrator.errors import IncompatibleError, ProfileError
 from orchestrator.profile.schema import Profile
 
 #: Label LWS puts on every pod of a group; the leader is index 0. The Service selects the leader.
 LEADER_POD_LABELS: Final[Mapping[str, str]] = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
-#: vLLM's multi-node recipe for LWS (docs.vllm.ai deployment/frameworks/lws, and
-#: examples/online_serving/multi-node-serving.sh, shipped in the vllm/vllm-openai image): the
-#: leader starts a Ray head and waits for LWS_GROUP_SIZE nodes, then runs `vllm serve`; workers
-#: join the Ray cluster. vLLM then spreads TP x PP over the Ray cluster.
-VLLM_RAY_SCRIPT: Final = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
-#: SGLang multi-node flags (sglang_trtllm.md A6: docker/k8s-sglang-distributed-sts.yaml and the LWS
-#: example use --nnodes/--node-rank/--dist-init-addr; port 20000 as in those examples).
-SGLANG_DIST_PORT: Final = 20000
+#: What LWS injects into each pod of a group, as kubelet references (expanded in command/args).
+LWS_WORKER_INDEX: Final = "$(LWS_WORKER_INDEX)"
+LWS_LEADER_ADDRESS: Final = "$(LWS_LEADER_ADDRESS)"
 
 
 @dataclass(frozen=True)
@@ -40,12 +34,11 @@ class Topology:
 
 
 def topology(profile: Profile) -> Topology:
-    """One pod holds TP x PP GPUs when they fit a node; otherwise the fewest equal nodes."""
+    """One pod holds TP x PP GPUs when they fit a node; otherwise the fewest equal nodes. The
+    `engine.multi-node` rule reports an uneven split at validate time; this is the backstop."""
     hardware = profile.hardware
     total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
-    if hardware.device == "cpu" or total <= hardware.gpus_per_node:
-        return Topology(group_size=1, gpus_per_pod=total)
-    nodes = math.ceil(total / hardware.gpus_per_node)
+    nodes = nodes_per_replica(hardware)
     if total % nodes:
         raise ProfileError(
             f"hardware: tensor_parallel_size x pipeline_parallel_size = {total} GPUs cannot be "
@@ -67,60 +60,27 @@ def leader_command(launch: EngineLaunch, topo: Topology) -> list[str]:
     """The command of the serving pod (the Deployment's pod, or the LWS leader)."""
     if topo.group_size == 1:
         return container_command(launch.argv)
-    return _builder(launch).leader(launch, topo)
+    return _group_commands(launch, topo)[0]
 
 
 def worker_command(launch: EngineLaunch, topo: Topology) -> list[str]:
     """The command of the other pods of a LeaderWorkerSet group."""
-    return _builder(launch).worker(launch, topo)
+    return _group_commands(launch, topo)[1]
 
 
-@dataclass(frozen=True)
-class _MultiNode:
-    leader: Callable[[EngineLaunch, Topology], list[str]]
-    worker: Callable[[EngineLaunch, Topology], list[str]]
-
-
-def _vllm_leader(launch: EngineLaunch, topo: Topology) -> list[str]:
-    del topo
-    serve = shlex.join(container_command(launch.argv))
-    ray = f"bash {VLLM_RAY_SCRIPT} leader --ray_cluster_size=$(LWS_GROUP_SIZE)"
-    return ["/bin/sh", "-c", f"{ray} && exec {serve}"]
-
-
-def _vllm_worker(launch: EngineLaunch, topo: Topology) -> list[str]:
-    del launch, topo
-    return ["/bin/sh", "-c", f"bash {VLLM_RAY_SCRIPT} worker --ray_address=$(LWS_LEADER_ADDRESS)"]
-
-
-def _sglang_node(launch: EngineLaunch, topo: Topology) -> list[str]:
-    # Every node runs the same launch_server with its rank; only rank 0 serves HTTP.
-    return [
-        *container_command(launch.argv),
-        "--nnodes",
-        str(topo.group_size),
-        "--node-rank",
-        "$(LWS_WORKER_INDEX)",
-        "--dist-init-addr",
-        f"$(LWS_LEADER_ADDRESS):{SGLANG_DIST_PORT}",
-    ]
-
-
-_BUILDERS: Final[Mapping[str, _MultiNode]] = {
-    "vllm": _MultiNode(leader=_vllm_leader, worker=_vllm_worker),
-    "sglang": _MultiNode(leader=_sglang_node, worker=_sglang_node),
-}
-
-
-def _builder(launch: EngineLaunch) -> _MultiNode:
-    builder = _BUILDERS.get(launch.engine)
-    if builder is None:
+def _group_commands(launch: EngineLaunch, topo: Topology) -> tuple[list[str], list[str]]:
+    engine = ENGINES[launch.engine]
+    if engine.multi_node_gap is not None:  # engine.multi-node refuses this at validate time
         raise IncompatibleError(
             f"engine.name: {launch.engine!r} needs more GPUs than hardware.gpus_per_node, and "
-            f"specdeploy renders multi-node groups only for {', '.join(sorted(_BUILDERS))}",
-            why="TensorRT-LLM runs across nodes through MPI (trtllm-llmapi-launch), which these "
-            "manifests do not set up",
+            f"specdeploy renders no multi-node group for it",
+            why=engine.multi_node_gap,
             fix="lower hardware.tensor_parallel_size x pipeline_parallel_size to fit one node, "
-            "or use engine.name: vllm or sglang",
+            "or use an engine.name with multi-node support (specdeploy explain engine.multi-node)",
         )
-    return builder
+    return engine.multi_node(
+        container_command(launch.argv),
+        nodes=topo.group_size,
+        rank=LWS_WORKER_INDEX,
+        leader_address=LWS_LEADER_ADDRESS,
+    )

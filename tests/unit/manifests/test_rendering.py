@@ -289,7 +289,7 @@ class TestMultiNode:
         assert "readinessProbe" in leader and "readinessProbe" not in worker
         joined = " ".join(leader["command"] + worker["command"])
         if engine[0] == "vllm":
-            assert "--ray_cluster_size=$(LWS_GROUP_SIZE)" in joined
+            assert "--ray_cluster_size=2" in joined
             assert "--ray_address=$(LWS_LEADER_ADDRESS)" in joined
         else:
             assert leader["command"][-6:] == [
