@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from orchestrator.engines.base import EngineLaunch
-from orchestrator.errors import ProfileError
 from orchestrator.manifests import commands
 from orchestrator.memory.gpus import find_gpu
 from orchestrator.pipeline import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
@@ -154,12 +153,12 @@ class ModelCache(CtxModel):
 
 
 def build_manifest_set(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> ManifestSet:
-    """The context for every object of a valid plan (raises for an unusable name or topology)."""
+    """The context for every object of a valid plan (raises for an unusable topology; the
+    profile schema already keeps metadata.name short enough for every derived name)."""
     profile = plan.profile
     launch = plan.launch_for(container=True)
     if profile is None or launch is None:
         raise ValueError("build_manifest_set needs a plan without errors")
-    check_names(profile)
     cache_ctx = _model_cache(profile, cache) if cache is not None else None
     variants = [_variant(plan, launch, "speculative" if profile.speculative else "baseline", cache)]
     baseline = plan.launch_for(container=True, baseline=True) if profile.deploy.baseline else None
@@ -175,20 +174,6 @@ def profile_model_cache(profile: Profile) -> ModelCache | None:
     if spec is None:
         return None
     return ModelCache.model_validate(spec.model_dump())
-
-
-def check_names(profile: Profile) -> None:
-    """Service names are DNS-1035 labels (start with a letter, at most 63 characters)."""
-    name = profile.metadata.name
-    longest = f"{name}-baseline-leader" if profile.deploy.baseline else f"{name}-leader"
-    if name[0].isdigit() or len(longest) > 63:
-        raise ProfileError(
-            f"metadata.name: {name!r} cannot name every Kubernetes object "
-            f"(longest derived name {longest!r} has {len(longest)} characters)",
-            why="Service names must start with a letter and have at most 63 characters",
-            fix=f"use a metadata.name that starts with a letter and has at most "
-            f"{63 - len(longest) + len(name)} characters",
-        )
 
 
 def object_name(profile: Profile, variant: Variant) -> str:

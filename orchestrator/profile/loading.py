@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ProfileError
-from orchestrator.profile.schema import Profile
+from orchestrator.profile.schema import FIELD_ERROR, Profile
 
 Loc = tuple[str | int, ...]
 _SAFE_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
@@ -156,6 +156,8 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
     issues = []
     for err in exc.errors():
         loc = _yaml_loc(tuple(err["loc"]))
+        if err["type"] == FIELD_ERROR:  # a cross-field check names the field it is about
+            loc = (*loc, *str(err["ctx"]["field"]).split("."))
         line, col = _nearest_mark(loc, marks)
         issues.append(ProfileIssue(_dotted(loc), line, col, _message(err, loc)))
     return issues
@@ -188,7 +190,7 @@ def _message(err: Any, loc: Loc) -> str:
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if kind not in ("value_error", "assertion_error") and "input" in err:
+    if kind not in ("value_error", "assertion_error", FIELD_ERROR) and "input" in err:
         msg = f"{msg} (got {err['input']!r})"
     return msg
 

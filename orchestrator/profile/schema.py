@@ -10,6 +10,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 EngineName = Literal["vllm", "sglang", "trtllm"]
 SpecMethod = Literal["draft_model", "eagle", "eagle3", "mtp", "ngram", "none"]
@@ -25,6 +26,18 @@ METHODS_WITHOUT_MODEL: frozenset[str] = frozenset({"mtp", "ngram", "none"})
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PositiveInt = Annotated[int, Field(ge=1)]
+#: Longest suffix specdeploy appends to metadata.name ("<name>-baseline-leader" Service,
+#: "<name>-baseline-config" ConfigMap); Service and ConfigMap names have at most 63 characters.
+LONGEST_NAME_SUFFIX = len("-baseline-leader")
+MAX_NAME_LENGTH = 63 - LONGEST_NAME_SUFFIX
+#: pydantic error type of a cross-field check pinned to one field (see `field_error`).
+FIELD_ERROR = "profile_field"
+
+
+def field_error(field: str, message: str) -> PydanticCustomError:
+    """A cross-field validation error reported at `field` (dotted, relative to the model that
+    raises it) instead of at the model, so the loader points at that field's line."""
+    return PydanticCustomError(FIELD_ERROR, "{message}", {"message": message, "field": field})
 
 
 class StrictModel(BaseModel):
@@ -36,8 +49,9 @@ class StrictModel(BaseModel):
 
 
 class Metadata(StrictModel):
-    name: str = Field(min_length=1, max_length=63)
-    """DNS-1123 label (lower-case letters, digits, '-'); names every Kubernetes object."""
+    name: str = Field(min_length=1, json_schema_extra={"maxLength": MAX_NAME_LENGTH})
+    """DNS-1123 label (lower-case letters, digits, '-') starting with a letter, at most 47
+    characters; names every Kubernetes object."""
     namespace: str | None = Field(default=None, min_length=1, max_length=63)
     """Kubernetes namespace; the current context's namespace when omitted."""
 
@@ -48,6 +62,22 @@ class Metadata(StrictModel):
             raise ValueError(
                 f"{value!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
                 "starting and ending with a letter or digit (e.g. 'qwen3-4b-draft')"
+            )
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _names_services(cls, value: str) -> str:
+        if value[0].isdigit():
+            raise ValueError(
+                f"{value!r} starts with a digit, and it names Kubernetes Services, whose names "
+                "must start with a letter (DNS-1035)"
+            )
+        if len(value) > MAX_NAME_LENGTH:
+            raise ValueError(
+                f"{value!r} has {len(value)} characters; names derived from it (such as the "
+                f"Service {value}-baseline-leader) may have at most 63, so use at most "
+                f"{MAX_NAME_LENGTH}"
             )
         return value
 
@@ -269,15 +299,16 @@ class Profile(StrictModel):
     """TensorRT-LLM-only tuning; only with engine.name: trtllm."""
 
     @model_validator(mode="after")
-    def _tuning_matches_engine(self) -> Profile:
+    def _sections_agree(self) -> Profile:
         for name in ENGINE_NAMES:
             if getattr(self, name) is not None and name != self.engine.name:
-                raise ValueError(
+                raise field_error(
+                    name,
                     f"the `{name}:` block tunes engine {name!r} but engine.name is "
-                    f"{self.engine.name!r}; remove the block or change engine.name"
+                    f"{self.engine.name!r}; remove the block or change engine.name",
                 )
         if self.hardware.device == "gpu" and self.hardware.gpu is None:
-            raise ValueError("hardware.gpu is required on device: gpu (see `specdeploy gpus`)")
+            raise field_error("hardware.gpu", "required on device: gpu (see `specdeploy gpus`)")
         return self
 
     @property

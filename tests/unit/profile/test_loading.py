@@ -97,13 +97,28 @@ class TestProfileRules:
         err = _issues(VALID.replace("method: draft_model", f"method: {method}"))
         assert "takes no proposer.model" in err.what
 
-    def test_engine_block_must_match_engine(self) -> None:
+    def test_engine_block_must_match_engine_and_points_at_the_block(self) -> None:
         err = _issues(VALID + "sglang:\n  eagle_topk: 2\n")
         assert "engine.name is 'vllm'" in err.what
+        assert err.what.startswith("demo.yaml:14:1: sglang: ")
+
+    def test_missing_gpu_points_at_the_field(self) -> None:
+        err = _issues(VALID + "hardware:\n  gpu: null\n")
+        assert err.what.startswith("demo.yaml:15:3: hardware.gpu: required on device: gpu")
 
     def test_name_must_be_dns1123(self) -> None:
         err = _issues(VALID.replace("name: demo", "name: Demo_1"))
         assert "DNS-1123" in err.what
+
+    def test_name_must_start_with_a_letter_to_name_services(self) -> None:
+        err = _issues(VALID.replace("name: demo", "name: 4b-demo"))
+        assert "demo.yaml:4:3: metadata.name:" in err.what and "DNS-1035" in err.what
+
+    def test_name_leaves_room_for_the_longest_derived_name(self) -> None:
+        assert parse_profile(VALID.replace("name: demo", f"name: {'d' * 47}"))
+        err = _issues(VALID.replace("name: demo", f"name: {'d' * 48}"))
+        assert "has 48 characters" in err.what and "at most 47" in err.what
+        assert f"{'d' * 48}-baseline-leader" in err.what
 
     def test_token_is_refused_as_secret_name(self) -> None:
         err = _issues(VALID + "deploy:\n  hf_token_secret: hf_abcdefghijklmnop\n")
