@@ -168,9 +168,8 @@ def build_manifest_set(plan: DeploymentPlan, *, cache: ModelCache | None = None)
 
 
 def profile_model_cache(profile: Profile) -> ModelCache | None:
-    """The profile's `deploy.model_cache` block (size, storage_class, access_mode), if the schema
-    has one; proposed to the lead as a DeploySpec field, so absent until then."""
-    spec = getattr(profile.deploy, "model_cache", None)
+    """The profile's `deploy.model_cache` block (size, storage_class, access_mode), if set."""
+    spec = profile.deploy.model_cache
     if spec is None:
         return None
     return ModelCache.model_validate(spec.model_dump())
