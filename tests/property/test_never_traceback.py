@@ -120,3 +120,37 @@ def test_arbitrary_text_never_crashes(text: str) -> None:
         parse_profile(text, "fuzz.yaml")
     except ProfileError as exc:
         assert exc.what and exc.fix
+
+
+@st.composite
+def reshaped_profiles(draw: st.DrawFn) -> Any:
+    """An example with its deployment shape redrawn: the fields render reads beyond validate's
+    own checks (parallelism over nodes, derived object names, the baseline twin)."""
+    doc = json.loads(json.dumps(draw(st.sampled_from(EXAMPLES))))
+    hardware = doc.setdefault("hardware", {})
+    hardware["tensor_parallel_size"] = draw(st.sampled_from([1, 2, 3, 4, 8, 9, 16]))
+    hardware["pipeline_parallel_size"] = draw(st.sampled_from([1, 2, 3]))
+    hardware["gpus_per_node"] = draw(st.sampled_from([1, 2, 4, 8]))
+    doc["metadata"]["name"] = draw(st.sampled_from(["a", "demo-1", "x" * 47, "x" * 48, "9lives"]))
+    doc.setdefault("deploy", {})["baseline"] = draw(st.booleans())
+    return doc
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(doc=reshaped_profiles())
+def test_what_validate_accepts_renders_and_what_it_refuses_does_not(
+    tmp_path_factory: Any, doc: Any
+) -> None:
+    directory: Path = tmp_path_factory.mktemp("p")
+    path = directory / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    validated = CliRunner().invoke(cli, ["validate", str(path), "--offline"])
+    rendered = CliRunner().invoke(
+        cli, ["render", str(path), "--out", str(directory / "out"), "--offline"]
+    )
+    assert validated.exit_code in (0, 3, 4, 5), validated.output
+    assert rendered.exit_code == validated.exit_code, (validated.output, rendered.output)
