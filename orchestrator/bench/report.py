@@ -51,6 +51,8 @@ def to_json(record: SweepRecord, verdict: Verdict) -> dict[str, Any]:
         "baseline": _endpoint(record.baseline),
         "config": {
             "concurrency": list(config.concurrency),
+            "request_rates": list(config.request_rates),
+            "arrival_seed": config.arrival_seed,
             "requests_per_level": config.requests,
             "max_tokens": config.max_tokens,
             "sampling": dataclasses.asdict(config.sampling),
@@ -71,6 +73,7 @@ def _endpoint(endpoint: Endpoint) -> dict[str, Any]:
 def _level(lv: LevelVerdict) -> dict[str, Any]:
     return {
         "concurrency": lv.concurrency,
+        "request_rate": lv.request_rate,
         "speedup": _ratio(lv.speedup),
         "decode_speedup": _ratio(lv.decode_speedup),
         "cost_rule_met": lv.cost_rule_met,
@@ -109,6 +112,11 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
     if record.interrupted:
         lines.append("- **interrupted: partial results**")
     lines += ["", *[f"> **warning ({w.code})**: {w.message}" for w in verdict.warnings]]
+    if record.config.request_rates:
+        lines.append(
+            f"- load: open loop, Poisson arrivals (seed {record.config.arrival_seed}, the same "
+            "schedule for both arms)"
+        )
     lines += ["", "## Verdict per load", "", *_verdict_table(verdict), ""]
     lines += ["## Latency and throughput", "", *_latency_table(verdict), ""]
     phases = _phase_table(verdict)
@@ -125,9 +133,14 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
+def _load_header(verdict: Verdict) -> str:
+    open_loop = verdict.crossover.axis == "request_rate"
+    return "request rate (req/s)" if open_loop else "concurrency"
+
+
 def _verdict_table(verdict: Verdict) -> list[str]:
     rows = [
-        "| concurrency | speedup [95 % CI] | outcome | cost rule | acceptance rate "
+        f"| {_load_header(verdict)} | speedup [95 % CI] | outcome | cost rule | acceptance rate "
         "| mean acceptance length | outputs agree |",
         "|---:|---|---|---|---:|---:|---:|",
     ]
@@ -135,7 +148,7 @@ def _verdict_table(verdict: Verdict) -> list[str]:
         rate = lv.candidate.acceptance_rate if lv.candidate else None
         length = lv.candidate.mean_acceptance_length if lv.candidate else None
         rows.append(
-            f"| {lv.concurrency} | {_fmt_ratio(lv.speedup)} | {lv.outcome} "
+            f"| {lv.load:g} | {_fmt_ratio(lv.speedup)} | {lv.outcome} "
             f"| {_yes_no(lv.cost_rule_met)} | {_num(rate, 3)} | {_num(length, 2)} "
             f"| {_pct(lv.output_agreement)} |"
         )
@@ -144,7 +157,7 @@ def _verdict_table(verdict: Verdict) -> list[str]:
 
 def _latency_table(verdict: Verdict) -> list[str]:
     rows = [
-        "| concurrency | arm | ok/sent | TTFT p50/p99 | TPOT p50/p99 | ITL p50/p99 "
+        f"| {_load_header(verdict)} | arm | ok/sent | TTFT p50/p99 | TPOT p50/p99 | ITL p50/p99 "
         "| tok/s per request | tok/s total | req/s | goodput req/s |",
         "|---:|---|---:|---|---|---|---:|---:|---:|---:|",
     ]
@@ -154,7 +167,7 @@ def _latency_table(verdict: Verdict) -> list[str]:
                 continue
             flag = "" if arm.complete else " (partial)"
             rows.append(
-                f"| {lv.concurrency} | {arm.label}{flag} | {arm.ok}/{arm.sent} "
+                f"| {lv.load:g} | {arm.label}{flag} | {arm.ok}/{arm.sent} "
                 f"| {_pair(arm.ttft_ms)} | {_pair(arm.tpot_ms)} | {_pair(arm.itl_ms)} "
                 f"| {_num(arm.tokens_per_s_per_request.mean, 1)} "
                 f"| {_num(arm.output_tokens_per_s, 1)} | {_num(arm.requests_per_s, 2)} "
@@ -174,10 +187,11 @@ def _phase_table(verdict: Verdict) -> list[str]:
                 _num(None if v is None else v * 1000.0, 1)
                 for v in (p.queue_s, p.prefill_s, p.decode_s)
             ]
-            rows.append(f"| {lv.concurrency} | {arm.label} | " + " | ".join(cells) + " |")
+            rows.append(f"| {lv.load:g} | {arm.label} | " + " | ".join(cells) + " |")
     if not rows:
         return []
-    return ["| concurrency | arm | queue | prefill | decode |", "|---:|---|---:|---:|---:|", *rows]
+    header = f"| {_load_header(verdict)} | arm | queue | prefill | decode |"
+    return [header, "|---:|---|---:|---:|---:|", *rows]
 
 
 def _fmt_ratio(ratio: Ratio | None) -> str:
@@ -216,7 +230,7 @@ def write_png(verdict: Verdict, path: Path) -> None:
     for ax, (title, value) in zip(axes.flat, panels, strict=False):
         for side in ("candidate", "baseline"):
             arms = [
-                (lv.concurrency, lv.candidate if side == "candidate" else lv.baseline)
+                (lv.load, lv.candidate if side == "candidate" else lv.baseline)
                 for lv in verdict.levels
             ]
             points = [
@@ -224,7 +238,7 @@ def write_png(verdict: Verdict, path: Path) -> None:
             ]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=side)
-        _axis(ax, title)
+        _axis(ax, title, _load_header(verdict))
     _speedup_panel(axes.flat[3], verdict)
     fig.suptitle("speculative (candidate) vs baseline")
     fig.tight_layout()
@@ -233,19 +247,19 @@ def write_png(verdict: Verdict, path: Path) -> None:
 
 
 def _speedup_panel(ax: Any, verdict: Verdict) -> None:
-    ratios = [(lv.concurrency, lv.speedup) for lv in verdict.levels if lv.speedup is not None]
+    ratios = [(lv.load, lv.speedup) for lv in verdict.levels if lv.speedup is not None]
     if ratios:
         xs = [c for c, _ in ratios]
         values = [r.value for _, r in ratios]
         errors = [[r.value - r.low for _, r in ratios], [r.high - r.value for _, r in ratios]]
         ax.errorbar(xs, values, yerr=errors, marker="o", capsize=4, label="speedup")
     ax.axhline(1.0, color="grey", linestyle="--")
-    _axis(ax, "speedup, tokens/s per request (95 % CI)")
+    _axis(ax, "speedup, tokens/s per request (95 % CI)", _load_header(verdict))
 
 
-def _axis(ax: Any, title: str) -> None:
+def _axis(ax: Any, title: str, xlabel: str) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency")
+    ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from orchestrator.bench.metrics import PhaseTimes
 from orchestrator.bench.stats import Distribution
-from orchestrator.bench.sweep import ArmLevel
+from orchestrator.bench.sweep import ArmLevel, describe_load
 
 _TOKEN_COUNT = re.compile(r"\b\d+ tokens\b")
 
@@ -32,6 +32,9 @@ class ArmSummary:
 
     label: str
     concurrency: int
+    """Closed-loop clients; for an open-loop level, the in-flight cap."""
+    request_rate: float | None
+    """Open-loop arrivals per second; None for a closed-loop level."""
     complete: bool
     sent: int
     ok: int
@@ -55,6 +58,10 @@ class ArmSummary:
     phases: PhaseTimes | None
     metrics_note: str | None
 
+    @property
+    def load_text(self) -> str:
+        return describe_load(self.concurrency, self.request_rate)
+
 
 def summarize(arm: ArmLevel, slo: Slo | None = None) -> ArmSummary:
     """Reduce one arm-level's raw results to the reported figures."""
@@ -67,6 +74,7 @@ def summarize(arm: ArmLevel, slo: Slo | None = None) -> ArmSummary:
     return ArmSummary(
         label=arm.label,
         concurrency=arm.concurrency,
+        request_rate=arm.request_rate,
         complete=arm.complete,
         sent=len(arm.results),
         ok=len(ok),

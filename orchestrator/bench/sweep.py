@@ -1,5 +1,11 @@
-"""The sweep: for each concurrency level, run the same requests against each arm, scraping the
+"""The sweep: for each load level, run the same requests against each arm, scraping the
 engine's Prometheus metrics before and after.
+
+A level is a concurrency (closed loop: that many clients, each sending its next request when the
+last one finished) or a request rate (open loop: requests start on a seeded Poisson schedule,
+whether or not earlier ones finished, as production traffic arrives; both arms get the same
+schedule). Closed loop shows how a server behaves at a given occupancy; open loop shows the
+latency users see at a given traffic, including the queueing a slower arm builds up.
 
 Bounded: each arm-level sends at most `requests` requests and starts none after
 `level_time_limit_s`; each request has its own total and stall timeouts. Ctrl-C ends the sweep
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +39,10 @@ class SweepConfig:
     """How hard and how long to drive each arm."""
 
     concurrency: tuple[int, ...] = (1, 4, 16)
+    request_rates: tuple[float, ...] = ()
+    """Open-loop arrival rates (requests/s) to sweep instead of `concurrency`, when given."""
     requests: int = 32
-    """Requests per arm per level."""
+    """Requests per arm per level (in open loop also the most that can be in flight)."""
     max_tokens: int = 256
     """Used for items that do not set their own max_tokens."""
     sampling: Sampling = field(default_factory=Sampling)
@@ -44,11 +53,25 @@ class SweepConfig:
     level_time_limit_s: float = 600.0
     """No new request starts after this long in one arm-level."""
     scrape_metrics: bool = True
+    arrival_seed: int = 0
+    """Seed of the open-loop arrival schedules (one schedule per rate, shared by both arms)."""
+
+    def levels(self) -> list[tuple[int, float | None]]:
+        """(concurrency, request rate) per level, in sweep order. An open-loop level's
+        concurrency is its in-flight cap, `requests`."""
+        if self.request_rates:
+            return [(self.requests, rate) for rate in self.request_rates]
+        return [(concurrency, None) for concurrency in self.concurrency]
+
+
+def describe_load(concurrency: int, request_rate: float | None) -> str:
+    """How reports name a level: "concurrency 4" or "2 req/s"."""
+    return f"concurrency {concurrency}" if request_rate is None else f"{request_rate:g} req/s"
 
 
 @dataclass(frozen=True)
 class ArmLevel:
-    """One arm at one concurrency level: every request's result plus the engine's counters."""
+    """One arm at one load level: every request's result plus the engine's counters."""
 
     label: str
     concurrency: int
@@ -58,6 +81,13 @@ class ArmLevel:
     phases: PhaseTimes | None
     complete: bool = True
     metrics_note: str | None = None
+    request_rate: float | None = None
+    """Open-loop level: arrivals per second (`concurrency` is then the in-flight cap)."""
+
+    @property
+    def load(self) -> float:
+        """Position on the swept axis: the request rate in open loop, else the concurrency."""
+        return self.concurrency if self.request_rate is None else self.request_rate
 
 
 @dataclass
@@ -70,11 +100,11 @@ class SweepRecord:
     config: SweepConfig
     arms: list[ArmLevel] = field(default_factory=list)
     interrupted: bool = False
-    _open: tuple[str, int, float, list[RequestResult]] | None = None
+    _open: tuple[str, int, float | None, float, list[RequestResult]] | None = None
 
-    def start(self, label: str, concurrency: int) -> list[RequestResult]:
+    def start(self, label: str, concurrency: int, rate: float | None) -> list[RequestResult]:
         sink: list[RequestResult] = []
-        self._open = (label, concurrency, time.perf_counter(), sink)
+        self._open = (label, concurrency, rate, time.perf_counter(), sink)
         return sink
 
     def finish(self, arm: ArmLevel) -> None:
@@ -85,9 +115,11 @@ class SweepRecord:
         """Mark the sweep interrupted and keep the level in progress as incomplete."""
         self.interrupted = True
         if self._open is not None:
-            label, concurrency, began, sink = self._open
+            label, concurrency, rate, began, sink = self._open
             wall = time.perf_counter() - began
-            self.finish(ArmLevel(label, concurrency, tuple(sink), wall, None, None, False))
+            self.finish(
+                ArmLevel(label, concurrency, tuple(sink), wall, None, None, False, None, rate)
+            )
 
 
 def run_sweep(
@@ -110,7 +142,8 @@ def run_sweep(
 
 async def _sweep(record: SweepRecord, progress: Progress) -> None:
     config = record.config
-    width = max(config.concurrency)
+    levels = config.levels()
+    width = max(concurrency for concurrency, _ in levels)
     clients = [
         http.make_client(arm, width, config.stall_s) for arm in (record.candidate, record.baseline)
     ]
@@ -118,11 +151,11 @@ async def _sweep(record: SweepRecord, progress: Progress) -> None:
         record.candidate = await _prepare(clients[0], record.candidate, record, progress)
         record.baseline = await _prepare(clients[1], record.baseline, record, progress)
         arms = (record.candidate, record.baseline)
-        for index, concurrency in enumerate(config.concurrency):
+        for index, (concurrency, rate) in enumerate(levels):
             # Alternate which arm goes first, so slow drift (thermal, caches) hits both.
             order = [0, 1] if index % 2 == 0 else [1, 0]
             for i in order:
-                arm = await _run_arm_level(clients[i], arms[i], concurrency, record, progress)
+                arm = await _run_arm_level(clients[i], arms[i], concurrency, rate, record, progress)
                 record.finish(arm)
     finally:
         for c in clients:
@@ -154,21 +187,34 @@ async def _run_arm_level(
     client: httpx.AsyncClient,
     endpoint: Endpoint,
     concurrency: int,
+    rate: float | None,
     record: SweepRecord,
     progress: Progress,
 ) -> ArmLevel:
     config = record.config
     await _open_connections(client, endpoint, concurrency)
     before, note = await _scrape(client, endpoint, config.scrape_metrics)
-    sink = record.start(endpoint.label, concurrency)
+    sink = record.start(endpoint.label, concurrency, rate)
     began = time.perf_counter()
-    await _drive(client, endpoint, concurrency, record.workload.items, config, sink, began)
+    items = record.workload.items
+    if rate is None:
+        await _drive(client, endpoint, concurrency, items, config, sink, began)
+    else:
+        await _drive_open_loop(client, endpoint, rate, items, config, sink, began)
     wall = time.perf_counter() - began
     after, note_after = await _scrape(client, endpoint, config.scrape_metrics)
     accept = acceptance(before, after) if before is not None and after is not None else None
     phases = phases_of(before, after) if before is not None and after is not None else None
     arm = ArmLevel(
-        endpoint.label, concurrency, tuple(sink), wall, accept, phases, True, note or note_after
+        endpoint.label,
+        concurrency,
+        tuple(sink),
+        wall,
+        accept,
+        phases,
+        True,
+        note or note_after,
+        rate,
     )
     progress(_summary(arm))
     return arm
@@ -192,19 +238,64 @@ async def _drive(
         for number in counter:
             if time.perf_counter() >= deadline:
                 return
-            index = number % len(items)
-            body = http.request_body(endpoint, items[index], config.sampling, config.max_tokens)
-            result = await http.stream_request(
-                client,
-                endpoint,
-                body,
-                timeout_s=config.timeout_s,
-                stall_s=config.stall_s,
-                level_start=began,
-            )
-            sink.append(dataclasses.replace(result, item=index))
+            await _one_request(client, endpoint, number, items, config, sink, began)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _drive_open_loop(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    rate: float,
+    items: tuple[WorkItem, ...],
+    config: SweepConfig,
+    sink: list[RequestResult],
+    began: float,
+) -> None:
+    """Start each request at its arrival time, whether or not earlier ones finished (open
+    loop); none after the level's time limit."""
+    requests: list[asyncio.Task[None]] = []
+    for number, offset in enumerate(arrival_offsets(rate, config.requests, config.arrival_seed)):
+        if offset >= config.level_time_limit_s:
+            break
+        await asyncio.sleep(max(0.0, began + offset - time.perf_counter()))
+        requests.append(
+            asyncio.create_task(_one_request(client, endpoint, number, items, config, sink, began))
+        )
+    await asyncio.gather(*requests)
+
+
+def arrival_offsets(rate: float, count: int, seed: int) -> list[float]:
+    """Seconds from the level's start at which `count` requests arrive: a Poisson process of
+    `rate` per second (exponential gaps), the first at once. It depends only on the seed and
+    the rate, so both arms of a level receive the same schedule."""
+    gaps = random.Random(f"{seed}/{rate}")
+    offsets = [0.0]
+    while len(offsets) < count:
+        offsets.append(offsets[-1] + gaps.expovariate(rate))
+    return offsets[:count]
+
+
+async def _one_request(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    number: int,
+    items: tuple[WorkItem, ...],
+    config: SweepConfig,
+    sink: list[RequestResult],
+    began: float,
+) -> None:
+    index = number % len(items)
+    body = http.request_body(endpoint, items[index], config.sampling, config.max_tokens)
+    result = await http.stream_request(
+        client,
+        endpoint,
+        body,
+        timeout_s=config.timeout_s,
+        stall_s=config.stall_s,
+        level_start=began,
+    )
+    sink.append(dataclasses.replace(result, item=index))
 
 
 async def _open_connections(client: httpx.AsyncClient, endpoint: Endpoint, count: int) -> None:
@@ -241,7 +332,11 @@ def _summary(arm: ArmLevel) -> str:
     if arm.acceptance is not None and arm.acceptance.mean_acceptance_length is not None:
         accept = f", acceptance length {arm.acceptance.mean_acceptance_length:.2f}"
     failed = len(arm.results) - len(ok)
+    if arm.request_rate is None:
+        load = f"concurrency {arm.concurrency:>4}"
+    else:
+        load = f"rate {arm.request_rate:>7g} req/s"
     return (
-        f"concurrency {arm.concurrency:>4} {arm.label:<9}: {len(ok)} ok, {failed} failed, "
+        f"{load} {arm.label:<9}: {len(ok)} ok, {failed} failed, "
         f"{rate:.1f} output tok/s in {arm.wall_s:.1f} s{accept}"
     )

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from orchestrator.bench.stats import Ratio, ratio_of_means
 from orchestrator.bench.summary import ArmSummary, Slo, summarize
-from orchestrator.bench.sweep import ArmLevel, SweepRecord
+from orchestrator.bench.sweep import ArmLevel, SweepRecord, describe_load
 
 Outcome = Literal["pays", "loses", "inconclusive", "no data"]
 
@@ -36,9 +36,10 @@ not decoding (a plain decoder emits one token per step; only speculation commits
 
 @dataclass(frozen=True)
 class LevelVerdict:
-    """Both arms at one concurrency, and what they say together."""
+    """Both arms at one load level, and what they say together."""
 
     concurrency: int
+    """Closed-loop clients; for an open-loop level, the in-flight cap."""
     candidate: ArmSummary | None
     baseline: ArmSummary | None
     speedup: Ratio | None
@@ -50,19 +51,32 @@ class LevelVerdict:
     outcome: Outcome
     output_agreement: float | None
     """Share of work items whose outputs are identical on both arms (greedy: expect ~1)."""
+    request_rate: float | None = None
+    """Open-loop arrivals per second; None for a closed-loop level."""
+
+    @property
+    def load(self) -> float:
+        """Position on the swept axis: the request rate in open loop, else the concurrency."""
+        return self.concurrency if self.request_rate is None else self.request_rate
+
+    @property
+    def load_text(self) -> str:
+        return describe_load(self.concurrency, self.request_rate)
 
 
 @dataclass(frozen=True)
 class Crossover:
     """Where speculation stops paying over the measured loads."""
 
-    stops_paying_at: int | None
-    """Lowest measured concurrency from which the speedup is below 1 (None: never)."""
-    last_paying: int | None
-    """Highest measured concurrency below it with speedup >= 1."""
+    stops_paying_at: float | None
+    """Lowest measured load from which the speedup is below 1 (None: never)."""
+    last_paying: float | None
+    """Highest measured load below it with speedup >= 1."""
     estimated: float | None
-    """Concurrency where the speedup crosses 1, interpolated on log2(concurrency)."""
+    """Load where the speedup crosses 1, interpolated on log2(load)."""
     summary: str
+    axis: Literal["concurrency", "request_rate"] = "concurrency"
+    """What the loads above count: concurrent requests, or arrivals per second."""
 
 
 @dataclass(frozen=True)
@@ -86,25 +100,30 @@ def judge(record: SweepRecord, slo: Slo | None = None) -> Verdict:
     """Per-level verdicts, the crossover load and the warnings for one sweep."""
     greedy = record.config.sampling.temperature == 0.0
     slo = slo or Slo()
-    levels = tuple(_level(record, c, slo, greedy) for c in _concurrencies(record.arms))
+    levels = tuple(_level(record, load, slo, greedy) for load in _loads(record.arms))
     warnings = _warnings(record, levels, greedy)
     return Verdict(levels, crossover(levels), warnings)
 
 
-def _concurrencies(arms: Sequence[ArmLevel]) -> list[int]:
-    return sorted({arm.concurrency for arm in arms})
+Load = tuple[int, float | None]  # (concurrency, request rate) identifies a level
 
 
-def _level(record: SweepRecord, concurrency: int, slo: Slo, greedy: bool) -> LevelVerdict:
-    cand = _arm(record.arms, record.candidate.label, concurrency)
-    base = _arm(record.arms, record.baseline.label, concurrency)
+def _loads(arms: Sequence[ArmLevel]) -> list[Load]:
+    found = {(arm.concurrency, arm.request_rate): arm.load for arm in arms}
+    return sorted(found, key=found.__getitem__)
+
+
+def _level(record: SweepRecord, load: Load, slo: Slo, greedy: bool) -> LevelVerdict:
+    cand = _arm(record.arms, record.candidate.label, load)
+    base = _arm(record.arms, record.baseline.label, load)
     speedup = decode = None
     if cand is not None and base is not None:
         speedup = ratio_of_means(_rates(cand), _rates(base))
         decode = ratio_of_means(_tpots(base), _tpots(cand))
     agreement = _agreement(cand, base) if cand and base and greedy else None
     return LevelVerdict(
-        concurrency=concurrency,
+        concurrency=load[0],
+        request_rate=load[1],
         candidate=None if cand is None else summarize(cand, slo),
         baseline=None if base is None else summarize(base, slo),
         speedup=speedup,
@@ -115,8 +134,8 @@ def _level(record: SweepRecord, concurrency: int, slo: Slo, greedy: bool) -> Lev
     )
 
 
-def _arm(arms: Sequence[ArmLevel], label: str, concurrency: int) -> ArmLevel | None:
-    found = [a for a in arms if a.label == label and a.concurrency == concurrency]
+def _arm(arms: Sequence[ArmLevel], label: str, load: Load) -> ArmLevel | None:
+    found = [a for a in arms if a.label == label and (a.concurrency, a.request_rate) == load]
     return found[-1] if found else None
 
 
@@ -150,37 +169,41 @@ def _agreement(cand: ArmLevel, base: ArmLevel) -> float | None:
 def crossover(levels: Sequence[LevelVerdict]) -> Crossover:
     """The lowest load from which speculation stops paying (point estimate below 1)."""
     measured = [lv for lv in levels if lv.speedup is not None]
+    open_loop = any(lv.request_rate is not None for lv in levels)
+    axis: Literal["concurrency", "request_rate"] = "request_rate" if open_loop else "concurrency"
+    unit = "requests/s" if open_loop else "concurrent requests"
     if not measured:
-        return Crossover(None, None, None, "no level has measurements on both arms")
-    points = [(lv.concurrency, lv.speedup.value) for lv in measured if lv.speedup is not None]
+        return Crossover(None, None, None, "no level has measurements on both arms", axis)
+    points = [(lv, lv.speedup.value) for lv in measured if lv.speedup is not None]
     losing = [i for i, (_, s) in enumerate(points) if s < 1.0]
     if not losing:
         top = points[-1][0]
-        text = f"speculation pays at every measured load (up to {top})"
-        return Crossover(None, top, None, text + _noise(measured))
+        text = f"speculation pays at every measured load (up to {top.load_text})"
+        return Crossover(None, top.load, None, text + _noise(measured), axis)
     first = losing[0]
     if first == 0:
         low = points[0][0]
-        text = f"speculation does not pay even at concurrency {low}"
-        return Crossover(low, None, None, text + _noise(measured[:1]))
-    (c_paid, s_paid), (c_lost, s_lost) = points[first - 1], points[first]
+        text = f"speculation does not pay even at {low.load_text}"
+        return Crossover(low.load, None, None, text + _noise(measured[:1]), axis)
+    (paid, s_paid), (lost, s_lost) = points[first - 1], points[first]
     fraction = (s_paid - 1.0) / (s_paid - s_lost)
-    estimate = 2 ** (math.log2(c_paid) + fraction * (math.log2(c_lost) - math.log2(c_paid)))
+    log_paid, log_lost = math.log2(paid.load), math.log2(lost.load)
+    estimate = 2 ** (log_paid + fraction * (log_lost - log_paid))
     text = (
-        f"speculation stops paying at concurrency {c_lost} (speedup {s_lost:.2f}); it paid at "
-        f"{c_paid} (speedup {s_paid:.2f}); crossover ≈ {estimate:.1f} concurrent requests"
+        f"speculation stops paying at {lost.load_text} (speedup {s_lost:.2f}); it paid at "
+        f"{paid.load_text} (speedup {s_paid:.2f}); crossover ≈ {estimate:.1f} {unit}"
     )
-    return Crossover(c_lost, c_paid, estimate, text + _noise(measured[first - 1 : first + 1]))
+    caveat = _noise(measured[first - 1 : first + 1])
+    return Crossover(lost.load, paid.load, estimate, text + caveat, axis)
 
 
 def _noise(levels: Sequence[LevelVerdict]) -> str:
     """A caveat when the levels the statement rests on are within measurement noise."""
-    unsure = [lv.concurrency for lv in levels if lv.outcome == "inconclusive"]
+    unsure = [lv.load_text for lv in levels if lv.outcome == "inconclusive"]
     if not unsure:
         return ""
-    listed = ", ".join(str(c) for c in unsure)
     return (
-        f" (within noise at concurrency {listed}: the 95 % interval includes 1.0; "
+        f" (within noise at {', '.join(unsure)}: the 95 % interval includes 1.0; "
         "raise --requests to decide)"
     )
 
@@ -203,16 +226,16 @@ def _warnings(
 def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     found: list[Warning] = []
     cand = [lv.candidate for lv in levels if lv.candidate is not None]
-    lengths = [(a.concurrency, a.mean_acceptance_length) for a in cand]
-    low = [(c, length) for c, length in lengths if length is not None]
-    low = [(c, length) for c, length in low if length <= MISPAIRING_MAX_LENGTH]
+    lengths = [(a.load_text, a.mean_acceptance_length) for a in cand]
+    low = [(at, length) for at, length in lengths if length is not None]
+    low = [(at, length) for at, length in low if length <= MISPAIRING_MAX_LENGTH]
     if low:
-        c, length = low[0]
+        at, length = low[0]
         found.append(
             Warning(
                 "mispairing",
-                f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at concurrency "
-                f"{c} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
+                f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at "
+                f"{at} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
                 "draft shares the target's tokenizer, that an EAGLE head was trained for this "
                 "target, and that the engine really runs the proposer (specdeploy validate). "
                 "For n-gram, it means the outputs rarely repeat the prompt: try --workload "
@@ -279,7 +302,8 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
             found.append(
                 Warning(
                     "coarse-stream",
-                    f"{arm.label} at concurrency {arm.concurrency} streamed {tokens} tokens in "
+                    f"{arm.label} at {describe_load(arm.concurrency, arm.request_rate)} streamed "
+                    f"{tokens} tokens in "
                     f"{chunks} chunks ({tokens / chunks:.1f} per chunk) without speculation: the "
                     "server or a proxy buffers its stream, so TPOT and ITL there measure buffering, "
                     "not decoding; compare the end-to-end speedup instead",
@@ -298,7 +322,7 @@ def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
             found.append(
                 Warning(
                     "failed-requests",
-                    f"{arm.label} at concurrency {arm.concurrency}: {arm.failed} of {arm.sent} "
+                    f"{arm.label} at {arm.load_text}: {arm.failed} of {arm.sent} "
                     f"requests failed (most often, {count}×: {cause})",
                 )
             )
@@ -317,8 +341,8 @@ def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     return [
         Warning(
             "outputs-differ",
-            f"greedy outputs agree on only {share:.0%} of prompts at concurrency "
-            f"{lv.concurrency}; speculation is lossless, so the arms probably do not serve the "
+            f"greedy outputs agree on only {share:.0%} of prompts at "
+            f"{lv.load_text}; speculation is lossless, so the arms probably do not serve the "
             "same target, weights or sampling settings",
         )
     ]

@@ -1,4 +1,5 @@
-"""bench: speculative vs baseline on live OpenAI-compatible endpoints, swept over concurrency.
+"""bench: speculative vs baseline on live OpenAI-compatible endpoints, swept over load
+(concurrency, or open-loop request rates).
 
 Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted (reports keep what was measured).
 The bench code (httpx, matplotlib) is imported inside the command, so CLI start-up stays fast.
@@ -6,6 +7,7 @@ The bench code (httpx, matplotlib) is imported inside the command, so CLI start-
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -34,6 +36,20 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[i
     return levels
 
 
+def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    if value is None:
+        return ()
+    try:
+        rates = tuple(sorted({float(part) for part in value.split(",") if part.strip()}))
+    except ValueError:
+        rates = ()
+    if not rates or rates[0] <= 0 or not all(math.isfinite(r) for r in rates):
+        raise click.BadParameter(
+            f"{value!r}: give positive request rates (requests/s) separated by commas, e.g. 0.5,2,8"
+        )
+    return rates
+
+
 @click.command()
 @click.argument("profile", required=False, type=profile_argument)
 @click.option("--candidate", "candidate_url", metavar="URL", help="Speculative endpoint root URL.")
@@ -52,7 +68,16 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[i
     default="1,4,16",
     show_default=True,
     callback=_levels,
-    help="Concurrency levels to sweep, comma-separated.",
+    help="Concurrency levels to sweep (closed loop), comma-separated.",
+)
+@click.option(
+    "--request-rate",
+    "request_rates",
+    default=None,
+    metavar="RATES",
+    callback=_rates,
+    help="Sweep open-loop Poisson arrival rates (requests/s, comma-separated) instead of "
+    "concurrency; both arms get the same arrival schedule.",
 )
 @click.option(
     "--requests",
@@ -124,6 +149,7 @@ def bench(
     baseline_profile: Path | None,
     workload: str,
     concurrency: tuple[int, ...],
+    request_rates: tuple[float, ...],
     requests: int,
     max_tokens: int,
     out: Path,
@@ -141,7 +167,8 @@ def bench(
     slo_tpot_ms: float | None,
     offline: bool,
 ) -> None:
-    """Speculative (candidate) vs baseline, same target, at each concurrency level.
+    """Speculative (candidate) vs baseline, same target, at each load level: a concurrency
+    (closed loop) or, with --request-rate, an arrival rate (open loop).
 
     Writes OUT/bench.json, bench.md and bench.png. PROFILE (or --candidate-profile with
     --baseline-profile) first checks that the two launches differ only in the proposer.
@@ -157,10 +184,16 @@ def bench(
     _check_profiles(profile, candidate_profile, baseline_profile, offline)
     if not candidate_url or not baseline_url:
         raise click.UsageError("--candidate URL and --baseline URL are both required")
+    source = click.get_current_context().get_parameter_source("concurrency")
+    if request_rates and source is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(
+            "--concurrency and --request-rate each choose the load to sweep; give one of them"
+        )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
     key = _api_key(api_key_env)
     config = SweepConfig(
         concurrency=concurrency,
+        request_rates=request_rates,
         requests=requests,
         max_tokens=max_tokens,
         sampling=Sampling(temperature, top_p, seed, ignore_eos),

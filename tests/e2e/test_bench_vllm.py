@@ -2,8 +2,9 @@
 
 Self-draft (draft = target, greedy) must accept every drafted token: acceptance rate 1.0 and mean
 acceptance length k + 1. A random draft accepts almost nothing and must trigger the mispairing
-warning. Kept small: two concurrency levels, a few short requests; one baseline server is shared
-so at most two servers (~3 GB RAM each) run at once.
+warning. Kept small: two load levels (concurrency for self-draft, open-loop request rates for the
+random draft, so both sweep modes meet a real server), a few short requests; one baseline server
+is shared so at most two servers (~3 GB RAM each) run at once.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ def speculative(draft: Path) -> list[str]:
     return ["--speculative-config", json.dumps(config), *PLAIN]
 
 
-def run_bench(candidate: str, baseline: str, out: Path) -> tuple[int, str, dict[str, Any]]:
+def run_bench(
+    candidate: str, baseline: str, out: Path, load: tuple[str, str] = ("--concurrency", "1,2")
+) -> tuple[int, str, dict[str, Any]]:
     result = CliRunner().invoke(
         cli,
         [
             "bench", "--candidate", candidate, "--baseline", baseline,
-            "--concurrency", "1,2", "--requests", "4", "--max-tokens", "16", "--ignore-eos",
+            *load, "--requests", "4", "--max-tokens", "16", "--ignore-eos",
             "--workload", "chat", "--timeout", "180", "--stall-timeout", "60", "--out", str(out),
         ],
     )  # fmt: skip
@@ -71,8 +74,12 @@ def test_self_draft_accepts_everything_and_random_draft_is_flagged(
         with vllm_server(
             [target, *speculative(tiny_models.draft)], tmp_path=tmp_path / "random"
         ) as candidate:
-            code, output, document = run_bench(candidate, baseline, tmp_path / "random-out")
+            code, output, document = run_bench(
+                candidate, baseline, tmp_path / "random-out", ("--request-rate", "2,8")
+            )
         assert code == 0, output
+        assert [lv["request_rate"] for lv in document["levels"]] == [2.0, 8.0]
+        assert all(lv["candidate"]["ok"] == 4 for lv in document["levels"])
         assert "warning (mispairing): LIKELY MISPAIRING" in output
         lengths = [lv["candidate"]["mean_acceptance_length"] for lv in document["levels"]]
         assert all(length is not None and length <= 1.1 for length in lengths)

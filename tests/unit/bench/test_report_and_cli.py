@@ -28,6 +28,36 @@ def pair(start_server: StartServer) -> tuple[str, str]:
     return cand.url, base.url
 
 
+def test_request_rates_sweep_open_loop_and_say_so(pair: tuple[str, str], tmp_path: Path) -> None:
+    result = bench(
+        "--candidate", pair[0], "--baseline", pair[1], "--request-rate", "50,5",
+        "--requests", "4", "--max-tokens", "10", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "rate       5 req/s candidate" in result.stderr
+    document = json.loads((tmp_path / "bench.json").read_text())
+    assert document["config"]["request_rates"] == [5.0, 50.0]
+    assert [lv["request_rate"] for lv in document["levels"]] == [5.0, 50.0]
+    assert document["crossover"]["axis"] == "request_rate"
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "| request rate (req/s) | speedup" in markdown and "open loop, Poisson" in markdown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--request-rate", "2,x"], "give positive request rates"),
+        (["--request-rate", "0"], "give positive request rates"),
+        (["--request-rate", "2", "--concurrency", "4"], "give one of them"),
+    ],
+)
+def test_bad_load_options_are_usage_errors(
+    pair: tuple[str, str], args: list[str], message: str
+) -> None:
+    result = bench("--candidate", pair[0], "--baseline", pair[1], *args)
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
 def test_measures_and_writes_json_markdown_png(pair: tuple[str, str], tmp_path: Path) -> None:
     result = bench(
         "--candidate",
@@ -51,7 +81,7 @@ def test_measures_and_writes_json_markdown_png(pair: tuple[str, str], tmp_path: 
         "1000",
     )
     assert result.exit_code == 0, result.output
-    assert "speculation pays at every measured load (up to 2)" in result.output
+    assert "speculation pays at every measured load (up to concurrency 2)" in result.output
     document = json.loads((tmp_path / "bench.json").read_text())
     assert document["schema"] == "specdeploy.bench/v1"
     assert [lv["concurrency"] for lv in document["levels"]] == [1, 2]

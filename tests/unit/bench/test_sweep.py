@@ -8,13 +8,14 @@ concurrency 1 and 2 (8 and 11.2 ms vs 12 and 12.2 ms) and slower from 4 on (17.6
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 
 import pytest
 
 from orchestrator.bench.client import Endpoint
-from orchestrator.bench.sweep import SweepConfig, run_sweep
+from orchestrator.bench.sweep import SweepConfig, arrival_offsets, run_sweep
 from orchestrator.bench.verdict import judge
 from orchestrator.bench.workload import load_workload
 from orchestrator.errors import BenchError
@@ -70,6 +71,57 @@ class TestCrossover:
         assert all(len(arm.results) == 5 for arm in record.arms)
         # streams are read to the end, so keep-alive connections are reused, not reopened
         assert cand.counters.connections <= 3
+
+
+class TestOpenLoop:
+    def test_verdict_finds_where_speculation_stops_paying_over_request_rates(
+        self, start_server: StartServer
+    ) -> None:
+        # At 2 req/s a request mostly has the server to itself, where the candidate is faster;
+        # at 400 req/s all of a level's requests arrive at once and the candidate's step time
+        # grows with them (candidate_step), as a real speculative server's does under load.
+        cand = start_server(step_delay=candidate_step, tokens_per_step=3, draft_tokens_per_step=3)
+        base = start_server(step_delay=baseline_step)
+        config = SweepConfig(request_rates=(2.0, 400.0), requests=8, max_tokens=19)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config)
+        verdict = judge(record)
+
+        assert [(lv.request_rate, lv.outcome) for lv in verdict.levels] == [
+            (2.0, "pays"),
+            (400.0, "loses"),
+        ]
+        assert verdict.crossover.axis == "request_rate"
+        assert (verdict.crossover.stops_paying_at, verdict.crossover.last_paying) == (400.0, 2.0)
+        assert "stops paying at 400 req/s" in verdict.crossover.summary
+        assert "requests/s" in verdict.crossover.summary
+        # open loop: arrivals do not wait for completions, so the burst piles up on the server
+        assert cand.counters.peak_active == 8 and base.counters.peak_active == 8
+
+    def test_requests_start_on_the_schedule_the_same_for_both_arms(
+        self, start_server: StartServer
+    ) -> None:
+        cand, base = start_server(), start_server()
+        config = SweepConfig(request_rates=(20.0,), requests=6, max_tokens=4, arrival_seed=7)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config)
+        schedule = arrival_offsets(20.0, 6, seed=7)
+        for arm in record.arms:
+            assert arm.request_rate == 20.0 and arm.concurrency == 6
+            starts = sorted(r.started_s for r in arm.results)
+            assert len(starts) == 6
+            # never before its arrival time (lateness is the event loop's, not the schedule's)
+            assert all(start >= due - 1e-3 for start, due in zip(starts, schedule, strict=True))
+
+    def test_arrival_offsets_are_a_seeded_poisson_process(self) -> None:
+        offsets = arrival_offsets(4.0, 4000, seed=0)
+        assert offsets[0] == 0.0 and offsets == sorted(offsets)
+        assert offsets == arrival_offsets(4.0, 4000, seed=0)
+        assert offsets != arrival_offsets(4.0, 4000, seed=1)
+        gaps = [b - a for a, b in itertools.pairwise(offsets)]
+        mean = sum(gaps) / len(gaps)
+        assert mean == pytest.approx(1 / 4.0, rel=0.05)
+        # exponential gaps: the standard deviation equals the mean
+        spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
+        assert spread == pytest.approx(mean, rel=0.1)
 
 
 class TestWarnings:
