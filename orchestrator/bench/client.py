@@ -76,6 +76,8 @@ class RequestResult:
     text: str
     item: int = 0
     """Index of the work item sent, so both arms' outputs can be paired."""
+    due_s: float | None = None
+    """Open loop: when the schedule had the request arrive, seconds since the level started."""
 
     @property
     def decode_s(self) -> float | None:

@@ -260,7 +260,9 @@ async def _drive_open_loop(
             break
         await asyncio.sleep(max(0.0, began + offset - time.perf_counter()))
         requests.append(
-            asyncio.create_task(_one_request(client, endpoint, number, items, config, sink, began))
+            asyncio.create_task(
+                _one_request(client, endpoint, number, items, config, sink, began, offset)
+            )
         )
     await asyncio.gather(*requests)
 
@@ -284,6 +286,7 @@ async def _one_request(
     config: SweepConfig,
     sink: list[RequestResult],
     began: float,
+    due: float | None = None,
 ) -> None:
     index = number % len(items)
     body = http.request_body(endpoint, items[index], config.sampling, config.max_tokens)
@@ -295,7 +298,7 @@ async def _one_request(
         stall_s=config.stall_s,
         level_start=began,
     )
-    sink.append(dataclasses.replace(result, item=index))
+    sink.append(dataclasses.replace(result, item=index, due_s=due))
 
 
 async def _open_connections(client: httpx.AsyncClient, endpoint: Endpoint, count: int) -> None:

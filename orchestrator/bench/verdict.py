@@ -29,6 +29,11 @@ tokenspeed #1305 measured 74.6 % on a two-token loop vs 48.5 % on real prompts).
 _MIN_WORDS: Final = 24
 _MIN_DISTINCT_TRIGRAMS: Final = 0.3
 _LOW_AGREEMENT: Final = 0.5
+BEHIND_SCHEDULE_SHARE: Final = 0.25
+"""Open loop: median start delay, as a share of the mean arrival gap (1/rate), above which the
+client did not offer the labelled load (the event loop was busy; coordinated omission)."""
+BEHIND_SCHEDULE_MIN_S: Final = 0.005
+"""...and at least this many seconds: below it, delays are timer resolution, not lost load."""
 COARSE_STREAM_TOKENS_PER_CHUNK: Final = 2.0
 """Tokens per streamed chunk above which a non-speculative arm's TPOT/ITL measure buffering,
 not decoding (a plain decoder emits one token per step; only speculation commits several)."""
@@ -215,6 +220,7 @@ def _warnings(
     found += _acceptance_warnings(levels)
     found += _degenerate_warnings(record)
     found += _coarse_stream_warnings(record)
+    found += _schedule_warnings(record)
     found += _failure_warnings(levels)
     if greedy:
         found += _agreement_warnings(levels)
@@ -307,6 +313,29 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
                     f"{chunks} chunks ({tokens / chunks:.1f} per chunk) without speculation: the "
                     "server or a proxy buffers its stream, so TPOT and ITL there measure buffering, "
                     "not decoding; compare the end-to-end speedup instead",
+                )
+            )
+    return found
+
+
+def _schedule_warnings(record: SweepRecord) -> list[Warning]:
+    found: list[Warning] = []
+    for arm in record.arms:
+        if arm.request_rate is None:
+            continue
+        delays = sorted(r.started_s - r.due_s for r in arm.results if r.due_s is not None)
+        if not delays:
+            continue
+        median = delays[len(delays) // 2]
+        allowed = max(BEHIND_SCHEDULE_MIN_S, BEHIND_SCHEDULE_SHARE / arm.request_rate)
+        if median > allowed:
+            found.append(
+                Warning(
+                    "behind-schedule",
+                    f"{arm.label} at {arm.request_rate:g} req/s: requests started a median "
+                    f"{median * 1000:.0f} ms after their arrival time (allowed "
+                    f"{allowed * 1000:.0f} ms), so the client offered less load than labelled; "
+                    "lower --request-rate, or run the bench on a machine with spare CPU",
                 )
             )
     return found

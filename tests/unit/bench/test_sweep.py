@@ -108,6 +108,7 @@ class TestOpenLoop:
             assert arm.request_rate == 20.0 and arm.concurrency == 6
             starts = sorted(r.started_s for r in arm.results)
             assert len(starts) == 6
+            assert sorted(r.due_s or 0.0 for r in arm.results) == schedule
             # never before its arrival time (lateness is the event loop's, not the schedule's)
             assert all(start >= due - 1e-3 for start, due in zip(starts, schedule, strict=True))
 

@@ -1,11 +1,17 @@
-"""Pure verdict logic: outcomes from intervals, crossover placement, degenerate-output check."""
+"""Pure verdict logic: outcomes from intervals, crossover placement, degenerate-output and
+schedule checks."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from orchestrator.bench.client import Endpoint, RequestResult
 from orchestrator.bench.stats import Ratio
-from orchestrator.bench.verdict import LevelVerdict, _outcome, crossover, is_degenerate
+from orchestrator.bench.sweep import ArmLevel, SweepConfig, SweepRecord
+from orchestrator.bench.verdict import LevelVerdict, _outcome, crossover, is_degenerate, judge
+from orchestrator.bench.workload import load_workload
 
 
 def level(concurrency: int, speedup: float | None) -> LevelVerdict:
@@ -77,3 +83,38 @@ def test_crossover_says_when_it_rests_on_noise() -> None:
     assert found.summary.startswith("speculation does not pay even at concurrency 1 (within noise")
     assert "raise --requests" in found.summary
     assert "within noise" not in crossover([level(1, 0.5)]).summary
+
+
+class TestBehindSchedule:
+    """Open loop: a client that starts requests late offers less load than the level's label."""
+
+    @staticmethod
+    def record(delay_s: float, rate: float | None = 10.0) -> SweepRecord:
+        def result(number: int) -> RequestResult:
+            due = number / 10.0 if rate is not None else None
+            start = (due or 0.0) + delay_s
+            return RequestResult(True, None, start, 0.2, 0.05, (0.01,), 8, "text", number, due)
+
+        arm = ArmLevel("candidate", 8, tuple(result(n) for n in range(8)), 1.0, None, None)
+        if rate is not None:
+            arm = dataclasses.replace(arm, request_rate=rate)
+        config = SweepConfig(request_rates=(rate,) if rate is not None else ())
+        record = SweepRecord(
+            Endpoint("candidate", "http://a", "m"),
+            Endpoint("baseline", "http://b", "m"),
+            load_workload("chat"),
+            config,
+        )
+        record.arms.append(arm)
+        return record
+
+    def test_late_starts_are_flagged_with_the_numbers(self) -> None:
+        found = [w for w in judge(self.record(0.040)).warnings if w.code == "behind-schedule"]
+        assert len(found) == 1
+        assert "candidate at 10 req/s" in found[0].message
+        assert "median 40 ms" in found[0].message and "allowed 25 ms" in found[0].message
+
+    def test_punctual_starts_and_closed_loop_levels_are_not(self) -> None:
+        assert "behind-schedule" not in {w.code for w in judge(self.record(0.010)).warnings}
+        closed = judge(self.record(0.5, rate=None)).warnings
+        assert "behind-schedule" not in {w.code for w in closed}
