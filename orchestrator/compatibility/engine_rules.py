@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.engines import ENGINES
-from orchestrator.engines.base import nodes_per_replica
 from orchestrator.engines.capabilities import known_versions, release_for
 from orchestrator.profile.schema import EngineName
 
@@ -214,15 +213,14 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
     "engine.multi-node",
     source="kubernetes-sigs/lws (LeaderWorkerSet); vLLM docs deployment/frameworks/lws; "
     "sglang_trtllm.md A6 (SGLang --nnodes/--node-rank/--dist-init-addr)",
-    applies=lambda ctx: nodes_per_replica(ctx.profile.hardware) > 1,
+    applies=lambda ctx: ctx.profile.hardware.nodes_per_replica > 1,
 )
 def multi_node_group_is_renderable(ctx: CompatContext) -> Finding | None:
     """A replica whose TP x PP GPUs exceed hardware.gpus_per_node runs as a LeaderWorkerSet group
     of equal pods. That needs the GPUs to split evenly over the nodes, and an engine for which
     specdeploy renders the leader and worker commands (vLLM over Ray, SGLang with --nnodes)."""
     hardware = ctx.profile.hardware
-    total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
-    nodes = nodes_per_replica(hardware)
+    total, nodes = hardware.gpus_per_replica, hardware.nodes_per_replica
     shape = (
         f"hardware.tensor_parallel_size x pipeline_parallel_size = {total} GPUs over "
         f"gpus_per_node={hardware.gpus_per_node} needs {nodes} nodes"

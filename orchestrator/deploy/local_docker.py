@@ -128,8 +128,7 @@ def _run_arguments(
         env[HF_TOKEN_KEY] = os.environ[HF_TOKEN_KEY]
     devices = []
     if hardware.device == "gpu":
-        count = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
-        devices = [DeviceRequest(count=count, capabilities=[["gpu"]])]
+        devices = [DeviceRequest(count=hardware.gpus_per_replica, capabilities=[["gpu"]])]
     shm = SHM_SIZE[launch.engine]
     return {
         "image": launch.image,

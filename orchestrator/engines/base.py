@@ -5,13 +5,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from orchestrator.profile.schema import EngineName, HardwareSpec, Profile, SpecMethod
+from orchestrator.profile.schema import EngineName, Profile, SpecMethod
 
 if TYPE_CHECKING:
     from orchestrator.engines.capabilities import EngineRelease
@@ -105,12 +104,3 @@ class Engine(Protocol):
     def speculative_flags(self) -> frozenset[str]:
         """Flags (or config keys) that only a speculative launch carries."""
         ...
-
-
-def nodes_per_replica(hardware: HardwareSpec) -> int:
-    """Nodes one model replica spans: 1 when its TP x PP GPUs fit hardware.gpus_per_node (or on
-    CPU), else the fewest nodes that hold them."""
-    total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
-    if hardware.device == "cpu" or total <= hardware.gpus_per_node:
-        return 1
-    return math.ceil(total / hardware.gpus_per_node)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.engines import ENGINES
-from orchestrator.engines.base import EngineLaunch, nodes_per_replica
+from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import IncompatibleError, ProfileError
 from orchestrator.profile.schema import Profile
 
@@ -37,8 +37,7 @@ def topology(profile: Profile) -> Topology:
     """One pod holds TP x PP GPUs when they fit a node; otherwise the fewest equal nodes. The
     `engine.multi-node` rule reports an uneven split at validate time; this is the backstop."""
     hardware = profile.hardware
-    total = hardware.tensor_parallel_size * hardware.pipeline_parallel_size
-    nodes = nodes_per_replica(hardware)
+    total, nodes = hardware.gpus_per_replica, hardware.nodes_per_replica
     if total % nodes:
         raise ProfileError(
             f"hardware: tensor_parallel_size x pipeline_parallel_size = {total} GPUs cannot be "

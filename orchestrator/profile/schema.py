@@ -6,6 +6,7 @@ engine release or a GPU is a compatibility rule or a memory check, not a validat
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal
 
@@ -173,6 +174,19 @@ class HardwareSpec(StrictModel):
     """Pipeline stages; TP x PP beyond gpus_per_node needs a multi-node LeaderWorkerSet."""
     gpus_per_node: PositiveInt = 8
     """GPUs available on one node."""
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one model replica uses: tensor_parallel_size x pipeline_parallel_size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans: 1 when its GPUs fit gpus_per_node (or on CPU), else the
+        fewest nodes that hold them."""
+        if self.device == "cpu" or self.gpus_per_replica <= self.gpus_per_node:
+            return 1
+        return math.ceil(self.gpus_per_replica / self.gpus_per_node)
 
 
 class ServingSpec(StrictModel):
