@@ -25,9 +25,9 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("orchestrator.memory", "gpus.yaml"),
 )
 
-# The C loader parses about 10x faster than the pure-Python one; both are safe loaders and give
-# the same result.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The fastest safe loader this PyYAML has: libyaml's when it was built with it (the wheels are),
+#: about 10x faster than the pure-Python one, with the same nodes, marks and results.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def package_file(package: str, name: str) -> Path:
@@ -58,7 +58,7 @@ def read_data_file(source: Path) -> Any:
     compiled = _read_compiled(compiled_path(source), zlib.crc32(raw))
     if compiled is not None:
         return compiled
-    return yaml.load(raw, Loader=_LOADER)
+    return yaml.load(raw, Loader=SAFE_LOADER)
 
 
 def _read_compiled(path: Path, crc32: int) -> Any | None:
@@ -77,7 +77,7 @@ def compile_data_file(source: Path) -> Path:
     document = {
         "generated": f"by `specdeploy dev compile-data` from {source.name}; edit that file",
         "crc32": zlib.crc32(raw),
-        "data": yaml.load(raw, Loader=_LOADER),
+        "data": yaml.load(raw, Loader=SAFE_LOADER),
     }
     target = compiled_path(source)
     target.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", "utf-8")
@@ -88,7 +88,7 @@ def is_fresh(source: Path) -> bool:
     """Whether the compiled twin of `source` exists, matches its CRC and holds the same data."""
     raw = source.read_bytes()
     compiled = _read_compiled(compiled_path(source), zlib.crc32(raw))
-    return compiled is not None and compiled == yaml.load(raw, Loader=_LOADER)
+    return compiled is not None and compiled == yaml.load(raw, Loader=SAFE_LOADER)
 
 
 def packaged_data_files() -> list[Path]:

@@ -10,13 +10,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.datafiles import SAFE_LOADER
 from orchestrator.errors import ProfileError
 from orchestrator.profile.schema import FIELD_ERROR, Profile
 
 Loc = tuple[str | int, ...]
 _SAFE_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
-# libyaml's parser when PyYAML was built with it (the wheels are): same nodes and marks, ~5x faster.
-_COMPOSER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -81,14 +80,9 @@ def parse_profile(text: str, file: str = "<profile>") -> Profile:
 
 def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
     try:
-        node = yaml.compose(text, Loader=_COMPOSER)
+        node = yaml.compose(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileInvalid(
-            file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]
-        ) from None
+        raise _syntax_error(file, exc) from None
     if node is None:
         raise ProfileInvalid(file, [ProfileIssue("", 1, 1, "the profile is empty")])
     marks: dict[Loc, tuple[int, int]] = {}
@@ -96,15 +90,17 @@ def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
     try:
         data = _construct(node, (), marks, duplicates, yaml.constructor.SafeConstructor())
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileInvalid(
-            file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")]
-        ) from None
+        raise _syntax_error(file, exc) from None
     if duplicates:
         raise ProfileInvalid(file, duplicates)
     return data, marks
+
+
+def _syntax_error(file: str, exc: yaml.YAMLError) -> ProfileInvalid:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")])
 
 
 def _construct(
