@@ -109,14 +109,14 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
         f"{record.config.requests} requests per arm per level, max_tokens "
         f"{record.config.max_tokens}",
     ]
-    if record.interrupted:
-        lines.append("- **interrupted: partial results**")
-    lines += ["", *[f"> **warning ({w.code})**: {w.message}" for w in verdict.warnings]]
     if record.config.request_rates:
         lines.append(
             f"- load: open loop, Poisson arrivals (seed {record.config.arrival_seed}, the same "
             "schedule for both arms)"
         )
+    if record.interrupted:
+        lines.append("- **interrupted: partial results**")
+    lines += ["", *[f"> **warning ({w.code})**: {w.message}" for w in verdict.warnings]]
     lines += ["", "## Verdict per load", "", *_verdict_table(verdict), ""]
     lines += ["## Latency and throughput", "", *_latency_table(verdict), ""]
     phases = _phase_table(verdict)

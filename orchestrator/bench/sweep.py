@@ -89,6 +89,10 @@ class ArmLevel:
         """Position on the swept axis: the request rate in open loop, else the concurrency."""
         return self.concurrency if self.request_rate is None else self.request_rate
 
+    @property
+    def load_text(self) -> str:
+        return describe_load(self.concurrency, self.request_rate)
+
 
 @dataclass
 class SweepRecord:

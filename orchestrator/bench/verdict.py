@@ -307,9 +307,8 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
             found.append(
                 Warning(
                     "coarse-stream",
-                    f"{arm.label} at {describe_load(arm.concurrency, arm.request_rate)} streamed "
-                    f"{tokens} tokens in "
-                    f"{chunks} chunks ({tokens / chunks:.1f} per chunk) without speculation: the "
+                    f"{arm.label} at {arm.load_text} streamed {tokens} tokens in {chunks} chunks "
+                    f"({tokens / chunks:.1f} per chunk) without speculation: the "
                     "server or a proxy buffers its stream, so TPOT and ITL there measure buffering, "
                     "not decoding; compare the end-to-end speedup instead",
                 )
@@ -320,8 +319,10 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
 def _schedule_warnings(record: SweepRecord) -> list[Warning]:
     found: list[Warning] = []
     for arm in record.arms:
+        if arm.request_rate is None:
+            continue
         pairs = sorted((r.due_s, r.started_s) for r in arm.results if r.due_s is not None)
-        if arm.request_rate is None or len(pairs) < 3:
+        if len(pairs) < 3:
             continue
         scheduled = pairs[-1][0] - pairs[0][0]
         actual = max(start for _, start in pairs) - min(start for _, start in pairs)

@@ -41,6 +41,10 @@ def test_request_rates_sweep_open_loop_and_say_so(pair: tuple[str, str], tmp_pat
     assert document["crossover"]["axis"] == "request_rate"
     markdown = (tmp_path / "bench.md").read_text()
     assert "| request rate (req/s) | speedup" in markdown and "open loop, Poisson" in markdown
+    # the load is listed with the other settings, not glued to a warning's blockquote
+    lines = markdown.splitlines()
+    load = next(i for i, line in enumerate(lines) if "open loop, Poisson" in line)
+    assert lines[load].startswith("- load:") and lines[load - 1].startswith("- sampling:")
 
 
 @pytest.mark.parametrize(
