@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.checkpoint.files import read_json_object
+
 #: Every packaged YAML data file, as (package, file name).
 DATA_FILES: tuple[tuple[str, str], ...] = (
     ("orchestrator.engines", "capabilities.yaml"),
@@ -62,11 +64,8 @@ def read_data_file(source: Path) -> Any:
 
 
 def _read_compiled(path: Path, crc32: int) -> Any | None:
-    try:
-        document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(document, dict) or document.get("crc32") != crc32:
+    document = read_json_object(path)
+    if document is None or document.get("crc32") != crc32:
         return None
     return document.get("data")
 
