@@ -14,7 +14,7 @@ from orchestrator.cli.options import (
     profile_argument,
     strict_option,
 )
-from orchestrator.compatibility import RULES_BY_ID
+from orchestrator.compatibility import rules_by_id
 from orchestrator.engines.capabilities import matrix
 from orchestrator.errors import OrchestratorError
 from orchestrator.output import plan_document, text_report
@@ -105,9 +105,9 @@ def explain(rule_id: str) -> None:
             f"{rule_id}\n  {PROFILE_RULES[rule_id]}\n  source: the profile schema (specdeploy schema)"
         )
         return
-    rules = RULES_BY_ID.get(rule_id)
+    rules = rules_by_id().get(rule_id)
     if not rules:
-        known = sorted([*RULES_BY_ID, *PROFILE_RULES])
+        known = sorted([*rules_by_id(), *PROFILE_RULES])
         import difflib  # only an unknown rule id needs it
 
         close = difflib.get_close_matches(rule_id, known, n=1)

@@ -11,15 +11,9 @@ from orchestrator.engines import ENGINES
 from orchestrator.engines.capabilities import known_versions, release_for
 from orchestrator.profile.schema import EngineName
 
-_SGLANG_DOCS = "sgl-project/sglang docs advanced_features/speculative_decoding (overlap scheduler)"
-
 
 def _speculative(ctx: CompatContext) -> bool:
     return ctx.profile.speculative
-
-
-def _sglang_spec(ctx: CompatContext) -> bool:
-    return ctx.engine == "sglang" and ctx.profile.speculative and ctx.method != "ngram"
 
 
 @rule(
@@ -114,81 +108,28 @@ def _architecture_finding(ctx: CompatContext) -> Finding | None:
 )
 def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
     """vLLM accepts a draft TP of 1 or the target's TP, and draft_model requires it to equal the
-    target's. SGLang and TensorRT-LLM have no separate draft TP: the draft runs at the target's."""
+    target's. SGLang and TensorRT-LLM have no separate draft TP: the draft runs at the target's.
+    Each engine module says which sizes it accepts (`Engine.draft_tensor_parallel_choices`)."""
     draft_tp = ctx.profile.proposer.draft_tensor_parallel_size
     target_tp = ctx.profile.hardware.tensor_parallel_size
-    if ctx.engine != "vllm":
+    choices = ENGINES[ctx.engine].draft_tensor_parallel_choices(ctx.method, target_tp)
+    if choices is None:
         return Finding.error(
             what=f"proposer.draft_tensor_parallel_size={draft_tp} but {ctx.engine} has no draft TP setting",
             why=f"{ctx.engine} runs the draft at the target's tensor parallel size ({target_tp})",
             fix="remove proposer.draft_tensor_parallel_size",
         )
-    if ctx.method == "draft_model" and draft_tp != target_tp:
-        return Finding.error(
-            what=f"proposer.draft_tensor_parallel_size={draft_tp} but hardware.tensor_parallel_size={target_tp}",
-            why="vLLM's draft_model proposer requires the draft TP to equal the target TP",
-            fix=f"set proposer.draft_tensor_parallel_size: {target_tp}, or remove it",
-        )
-    if draft_tp not in (1, target_tp):
-        return Finding.error(
-            what=f"proposer.draft_tensor_parallel_size={draft_tp}; vLLM accepts 1 or {target_tp}",
-            why="vLLM refuses any other draft tensor parallel size at start-up",
-            fix=f"set proposer.draft_tensor_parallel_size to 1 or {target_tp}, or remove it",
-        )
-    return None
-
-
-@rule(
-    "engine.sglang-overlap-topk",
-    source=_SGLANG_DOCS + "; sglang 0.5.11-0.5.23 wheels (SGLANG_ENABLE_SPEC_V2, then always V2)",
-    applies=lambda ctx: _sglang_spec(ctx) and ctx.release.has("spec-overlap-scheduler"),
-)
-def sglang_overlap_needs_topk_one(ctx: CompatContext) -> Finding | None:
-    """SGLang's overlap scheduler (on by default for speculative decoding from 0.5.11; before
-    that speculation ran without it) supports only chain drafting (--speculative-eagle-topk 1);
-    tree drafting must disable it."""
-    tuning = ctx.profile.sglang
-    if tuning is None or tuning.eagle_topk == 1 or tuning.disable_overlap_schedule:
+    if draft_tp in choices:
         return None
+    accepted = " or ".join(str(c) for c in choices)
     return Finding.error(
         what=(
-            f"sglang.eagle_topk={tuning.eagle_topk} (tree drafting) with the overlap scheduler on "
-            "(sglang.disable_overlap_schedule: false)"
+            f"proposer.draft_tensor_parallel_size={draft_tp} with hardware.tensor_parallel_size="
+            f"{target_tp}; {ctx.engine} accepts {accepted} for proposer.method {ctx.method!r}"
         ),
-        why="SGLang's overlap scheduler only supports --speculative-eagle-topk 1 and refuses the tree",
-        fix="set sglang.disable_overlap_schedule: true, or sglang.eagle_topk: 1",
+        why=f"{ctx.engine} refuses any other draft tensor parallel size at start-up",
+        fix=f"set proposer.draft_tensor_parallel_size to {accepted}, or remove it",
     )
-
-
-@rule("engine.sglang-draft-tokens", source=_SGLANG_DOCS, applies=_sglang_spec)
-def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
-    """SGLang verifies num_draft_tokens per step: steps + 1 for a chain (it silently rewrites any
-    other value), and between steps + 1 and topk x steps + 1 for a tree."""
-    tuning = ctx.profile.sglang
-    steps = ctx.profile.proposer.num_speculative_tokens
-    topk = tuning.eagle_topk if tuning is not None else 1
-    tokens = tuning.num_draft_tokens if tuning is not None else None
-    if topk == 1:
-        if tokens is None or tokens == steps + 1:
-            return None
-        return Finding.error(
-            what=f"sglang.num_draft_tokens={tokens} but a chain (eagle_topk 1) of {steps} steps verifies {steps + 1}",
-            why="SGLang silently replaces the value, so the deployment would not run what the profile says",
-            fix=f"set sglang.num_draft_tokens: {steps + 1}, or remove it",
-        )
-    if tokens is None:
-        return Finding.error(
-            what=f"sglang.eagle_topk={topk} (tree drafting) without sglang.num_draft_tokens",
-            why="SGLang needs steps, topk and draft tokens all set, or all unset",
-            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
-        )
-    if not steps + 1 <= tokens <= topk * steps + 1:
-        return Finding.error(
-            what=f"sglang.num_draft_tokens={tokens} outside [{steps + 1}, {topk * steps + 1}] for {steps} steps x topk {topk}",
-            why="the draft tree cannot hold that many tokens (or holds fewer than one chain)",
-            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
-        )
-    return None
 
 
 @rule(
@@ -200,7 +141,7 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
     """SGLang refuses speculative decoding with pipeline parallelism; vLLM documents speculation as
     not composable with PP except EAGLE-3 on recent releases."""
     pp = ctx.profile.hardware.pipeline_parallel_size
-    if ctx.engine == "trtllm" or (ctx.engine == "vllm" and ctx.method == "eagle3"):
+    if ENGINES[ctx.engine].speculates_with_pipeline_parallel(ctx.method):
         return None
     return Finding.error(
         what=f"hardware.pipeline_parallel_size={pp} with proposer.method {ctx.method!r} on {ctx.engine}",
@@ -246,30 +187,6 @@ def multi_node_group_is_renderable(ctx: CompatContext) -> Finding | None:
             ),
         )
     return None
-
-
-#: Above this share of host memory a CPU vLLM server leaves too little for anything beside it.
-CPU_MEMORY_SHARE_WARNING = 0.5
-
-
-@rule(
-    "engine.cpu-memory-fraction",
-    source="vLLM 0.32.0 CPU worker: 'On the CPU backend, the `--gpu-memory-utilization` flag "
-    "controls the fraction of CPU memory reserved' (seen running profiles/local with two servers)",
-    applies=lambda ctx: ctx.engine == "vllm" and ctx.profile.hardware.device == "cpu",
-)
-def cpu_memory_fraction_is_modest(ctx: CompatContext) -> Finding | None:
-    """vLLM's CPU backend reserves serving.gpu_memory_fraction of *host* memory at start-up and
-    refuses to start when less is free, so the GPU-minded default (0.9) leaves no room for a
-    second server (such as the baseline of an A/B) or much else on the machine."""
-    share = ctx.profile.serving.gpu_memory_fraction
-    if share <= CPU_MEMORY_SHARE_WARNING:
-        return None
-    return Finding.warning(
-        what=f"serving.gpu_memory_fraction={share} on hardware.device: cpu reserves that share of host memory",
-        why="vLLM refuses to start when that much host memory is not free, e.g. beside a baseline server",
-        fix="set serving.gpu_memory_fraction to what the server needs (0.15 serves the tiny models)",
-    )
 
 
 @rule(
@@ -345,12 +262,9 @@ RULES = (
     engine_version_is_known,
     engine_supports_method,
     draft_tensor_parallel_is_accepted,
-    sglang_overlap_needs_topk_one,
-    sglang_draft_tokens_are_consistent,
     pipeline_parallel_allows_speculation,
     multi_node_group_is_renderable,
     kv_cache_dtype_is_spelled,
-    cpu_memory_fraction_is_modest,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,
 )

@@ -16,6 +16,7 @@ from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolv
 from orchestrator.checkpoint.resolution import looks_like_path
 from orchestrator.compatibility.rule import Check, CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field, cannot_check
+from orchestrator.engines import ENGINES
 
 _GENERATION_NAME = {"eagle1": "EAGLE-1/2", "eagle3": "EAGLE-3"}
 _UNPINNED = frozenset({"main", "master", "head"})
@@ -138,14 +139,16 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
         f"proposer.model {draft.ref} vocab_size={dv} but target.model {target.ref} vocab_size={tv}"
     )
     verdict = compare_tokenizers(target, draft).verdict
-    if ctx.engine == "vllm":
+    if ENGINES[ctx.engine].draft_vocab_must_match:
         padding_only = verdict in ("same", "related")
         return Finding.error(
             what=what,
-            why="vLLM refuses to start: draft_model requires equal vocab_size, padding included",
+            why=f"{ctx.engine} refuses to start: draft_model requires equal vocab_size, padding "
+            "included",
             fix=f"choose a draft with vocab_size {tv}"
             + (
-                ", or set engine.name: sglang (it accepts padding-only differences)"
+                f", or set engine.name: {_lenient_vocab_engines()} (padding-only differences "
+                "are accepted there)"
                 if padding_only
                 else ""
             )
@@ -236,11 +239,15 @@ def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
     return None
 
 
+def _lenient_vocab_engines() -> str:
+    return " or ".join(n for n, e in ENGINES.items() if not e.draft_vocab_must_match)
+
+
 @rule(
     "pairing.eagle-generation",
     source="sgl-project/sglang PR #21272 (EAGLE-3 head as EAGLE: accept length 1.0); vLLM "
     "EagleLlamaForCausalLM vs Eagle3LlamaForCausalLM",
-    applies=lambda ctx: _eagle(ctx) and ctx.engine != "trtllm",
+    applies=lambda ctx: _eagle(ctx) and ENGINES[ctx.engine].serves_eagle1_heads,
 )
 @_about("proposer.model")
 def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
@@ -405,7 +412,7 @@ def revisions_pinned(ctx: CompatContext) -> list[Finding]:
     "engine.trtllm-eagle-checkpoint",
     source="NVIDIA/TensorRT-LLM docs/source/features/speculative-decoding.md (EAGLE v1/v2 "
     "checkpoints are not compatible); sglang_trtllm.md B2",
-    applies=lambda ctx: ctx.engine == "trtllm" and _eagle(ctx),
+    applies=lambda ctx: _eagle(ctx) and not ENGINES[ctx.engine].serves_eagle1_heads,
 )
 @_about("proposer.model")
 def trtllm_eagle_checkpoint(ctx: CompatContext) -> Finding | None:

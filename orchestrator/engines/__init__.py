@@ -1,4 +1,5 @@
-"""Engine stage: one module per engine, each a pure function from LaunchSpec to EngineLaunch."""
+"""Engine stage: the registry of engines. Each engine module turns a LaunchSpec into an
+EngineLaunch and owns the rest of its engine's behaviour (see `orchestrator.engines.base`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from orchestrator.engines.base import Engine, EngineLaunch, LaunchSpec
+from orchestrator.engines.names import ENGINE_NAMES
 
 #: Engine name -> (module, class). An explicit table; a module is imported on first use, so a
 #: vLLM profile never builds TensorRT-LLM's option models (CLI start-up time).
@@ -25,6 +27,8 @@ class _Engines(Mapping[str, Engine]):
 
     def __getitem__(self, name: str) -> Engine:
         if name not in self._loaded:
+            if name not in ENGINE_CLASSES:  # the profile schema admits only known names
+                raise KeyError(f"no engine {name!r}; known: {', '.join(ENGINE_NAMES)}")
             module, cls = ENGINE_CLASSES[name]
             self._loaded[name] = getattr(importlib.import_module(module), cls)()
         return self._loaded[name]

@@ -1,6 +1,12 @@
-"""Engine seam: an engine turns a `LaunchSpec` into exactly how it is started (`EngineLaunch`).
+"""Engine seam: everything specdeploy knows about one engine sits behind the `Engine` protocol.
 
-`launch()` is pure and deterministic: no I/O, no clock, no randomness; golden files depend on it.
+An engine turns a `LaunchSpec` into exactly how it is started (`EngineLaunch`), and owns the rest
+of its behaviour too: its memory model (`EngineMemory`: how its memory knob is spelt and what it
+means, what it profiles and captures), how its Prometheus metrics read (`EngineMetrics`), its
+shared-memory needs, its multi-node commands, the code-level facts rules consult, and the
+compatibility rules that only concern it. Nothing outside `orchestrator/engines/` compares engine
+names. `launch()` is pure and deterministic: no I/O, no clock, no randomness; golden files
+depend on it. This module imports nothing at run time, so the registry stays light.
 """
 
 from __future__ import annotations
@@ -10,10 +16,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from orchestrator.profile.schema import EngineName, Profile, SpecMethod
-
 if TYPE_CHECKING:
+    from orchestrator.checkpoint.info import CheckpointInfo
+    from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
+    from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples
+    from orchestrator.engines.names import EngineName
+    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.gpus import Gpu
+    from orchestrator.profile.schema import Profile, SpecMethod
 
 
 @dataclass(frozen=True)
@@ -79,17 +90,74 @@ class EngineLaunch:
         }
 
 
+class EngineMemory(Protocol):
+    """How one engine spends GPU memory, as far as the budget needs to know.
+
+    The budget (`orchestrator.memory.budget`) does the engine-neutral arithmetic (weights, KV per
+    token, capacity); this model supplies what differs by engine and release."""
+
+    knob: ClassVar[str]
+    """The engine's memory setting as it is spelt (e.g. "gpu_memory_utilization")."""
+
+    def knob_without_estimate(self, profile: Profile) -> float:
+        """The knob rendered when no budget could be estimated (unknown size, CPU device)."""
+        ...
+
+    def knob_for(self, estimate: MemoryEstimate) -> float:
+        """serving.gpu_memory_fraction translated into this engine's knob and its semantics, so
+        the engine sizes the KV cache the estimate planned."""
+        ...
+
+    def kv_gib_at(self, estimate: MemoryEstimate, knob: float) -> float:
+        """The KV cache (GiB per GPU) the engine sizes with its knob at `knob`: the inverse of
+        `knob_for`, used to compare the model with values engines logged."""
+        ...
+
+    def profiled_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        """Tokens in the engine's profiling / warm-up forward pass."""
+        ...
+
+    def sampler_bytes_per_logit(self, profile: Profile) -> float:
+        """Peak bytes per (request x vocabulary) entry of the sampler warm-up."""
+        ...
+
+    def cuda_graph_gib(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> float:
+        """CUDA-graph memory per GPU (0 when the profile disables graphs)."""
+        ...
+
+    def graphs_in_budget(self, profile: Profile) -> bool:
+        """Whether CUDA graphs are captured inside the engine's knob (False: outside it)."""
+        ...
+
+
+class EngineMetrics(Protocol):
+    """How an engine's Prometheus metrics read: acceptance and per-phase times over an interval
+    between two scrapes. Each returns None when the scrape is not this engine's."""
+
+    def acceptance(self, before: Samples, after: Samples) -> Acceptance | None: ...
+
+    def phase_times(self, before: Samples, after: Samples) -> PhaseTimes | None: ...
+
+
 class Engine(Protocol):
-    """Turns the engine-neutral LaunchSpec into exactly how one engine is launched."""
+    """Turns the engine-neutral LaunchSpec into exactly how one engine is launched, and answers
+    every engine-specific question the other stages ask."""
 
     name: ClassVar[EngineName]
     #: Flags this engine module renders itself; extra_args may not set them.
     managed_flags: ClassVar[frozenset[str]]
     #: serving.kv_cache_dtype -> the engine's own spelling; a dtype missing here is refused.
     kv_cache_dtypes: ClassVar[Mapping[str, str]]
-
     #: Why specdeploy renders no multi-node group for this engine; None when `multi_node` works.
     multi_node_gap: ClassVar[str | None]
+    #: /dev/shm size limit (a Kubernetes quantity) for the engine's pods and containers.
+    shm_size: ClassVar[str]
+    #: The draft/head vocab_size must equal the target's, padding included (else refused).
+    draft_vocab_must_match: ClassVar[bool]
+    #: The engine serves EAGLE-1/2 heads (else only EAGLE-3).
+    serves_eagle1_heads: ClassVar[bool]
+    memory: ClassVar[EngineMemory]
+    metrics: ClassVar[EngineMetrics]
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch: ...
 
@@ -103,4 +171,17 @@ class Engine(Protocol):
 
     def speculative_flags(self) -> frozenset[str]:
         """Flags (or config keys) that only a speculative launch carries."""
+        ...
+
+    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+        """The draft tensor parallel sizes the engine accepts, or None when it has no separate
+        draft TP setting (the draft runs at the target's)."""
+        ...
+
+    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+        """Whether the engine runs this speculative method with pipeline parallelism."""
+        ...
+
+    def rules(self) -> tuple[Rule, ...]:
+        """Compatibility rules that only concern this engine (run only for its profiles)."""
         ...

@@ -8,11 +8,16 @@ draft tokens either all unset or all set (A2), so specdeploy always sets all thr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
-from orchestrator.profile.schema import EngineName
+from orchestrator.engines.names import EngineName
+from orchestrator.engines.sglang_memory import SglangMemory
+from orchestrator.engines.sglang_metrics import SglangMetrics
+
+if TYPE_CHECKING:
+    from orchestrator.compatibility.rule import Rule
 
 #: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
 #: name for native MTP layers (rewritten to EAGLE internally, with the target as draft).
@@ -77,9 +82,32 @@ class SglangEngine:
         }
     )
     multi_node_gap: ClassVar[str | None] = None
+    #: `docker run --shm-size 32g` in SGLang's install docs
+    #: (https://github.com/sgl-project/sglang/blob/v0.5.23/docs/get_started/install.md).
+    shm_size: ClassVar[str] = "32Gi"
+    #: STANDALONE drafts are not compared by vocab_size (padding-only differences run).
+    draft_vocab_must_match: ClassVar[bool] = False
+    serves_eagle1_heads: ClassVar[bool] = True
+    memory: ClassVar[SglangMemory] = SglangMemory()
+    metrics: ClassVar[SglangMetrics] = SglangMetrics()
 
     def speculative_flags(self) -> frozenset[str]:
         return frozenset(f for f in self.managed_flags if f.startswith("--speculative-"))
+
+    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+        del method, target_tp
+        return None  # the draft runs at the target's --tp-size
+
+    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+        # server_args refuses speculative decoding with pp_size > 1
+        # (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/server_args.py).
+        del method
+        return False
+
+    def rules(self) -> tuple[Rule, ...]:
+        from orchestrator.engines import sglang_rules
+
+        return sglang_rules.RULES
 
     def multi_node(
         self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str

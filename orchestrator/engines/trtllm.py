@@ -13,13 +13,18 @@ identical values keep the launch correct under either precedence.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final, Literal
+from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
-from orchestrator.profile.schema import EngineName
+from orchestrator.engines.names import EngineName
+from orchestrator.engines.trtllm_memory import TrtllmMemory
+from orchestrator.engines.trtllm_metrics import TrtllmMetrics
+
+if TYPE_CHECKING:
+    from orchestrator.compatibility.rule import Rule
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
 
@@ -116,8 +121,30 @@ class TrtllmEngine:
         "which specdeploy's manifests do not set up"
     )
 
+    #: TensorRT-LLM documents only `--ipc=host`; it gets SGLang's figure. A limit, not an
+    #: allocation.
+    shm_size: ClassVar[str] = "32Gi"
+    #: DraftTarget does not compare vocab sizes.
+    draft_vocab_must_match: ClassVar[bool] = False
+    #: The PyTorch backend serves EAGLE-3 heads only; `Eagle` is converted to Eagle3
+    #: (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/docs/source/features/speculative-decoding.md).
+    serves_eagle1_heads: ClassVar[bool] = False
+    memory: ClassVar[TrtllmMemory] = TrtllmMemory()
+    metrics: ClassVar[TrtllmMetrics] = TrtllmMetrics()
+
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"speculative_config"})
+
+    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+        del method, target_tp
+        return None  # the draft runs at the target's tensor_parallel_size
+
+    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+        del method
+        return True
+
+    def rules(self) -> tuple[Rule, ...]:
+        return ()
 
     def multi_node(
         self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str

@@ -10,11 +10,16 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
-from orchestrator.profile.schema import EngineName
+from orchestrator.engines.names import EngineName
+from orchestrator.engines.vllm_memory import VllmMemory
+from orchestrator.engines.vllm_metrics import VllmMetrics
+
+if TYPE_CHECKING:
+    from orchestrator.compatibility.rule import Rule
 
 #: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
 _METHOD: Final[Mapping[str, str]] = {
@@ -79,9 +84,36 @@ class VllmEngine:
     )
 
     multi_node_gap: ClassVar[str | None] = None
+    #: /dev/shm for NCCL/torch shared memory with tensor parallelism: 2Gi in vLLM's Kubernetes
+    #: guide (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/deployment/k8s.md).
+    shm_size: ClassVar[str] = "2Gi"
+    #: `verify_equal_vocab_size_if_draft_model` refuses a draft whose vocab_size differs, even by
+    #: padding (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
+    draft_vocab_must_match: ClassVar[bool] = True
+    serves_eagle1_heads: ClassVar[bool] = True
+    memory: ClassVar[VllmMemory] = VllmMemory()
+    metrics: ClassVar[VllmMetrics] = VllmMetrics()
 
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"--speculative-config"})
+
+    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+        # `_verify_and_get_draft_tp`: 1 or the target's TP; the draft_model proposer shares the
+        # target's TP group, so it must be the target's
+        # (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
+        if method == "draft_model":
+            return (target_tp,)
+        return tuple(sorted({1, target_tp}))
+
+    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+        # vLLM documents speculation as not composable with PP, except EAGLE-3 on recent releases
+        # (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/features/spec_decode.md).
+        return method == "eagle3"
+
+    def rules(self) -> tuple[Rule, ...]:
+        from orchestrator.engines import vllm_rules
+
+        return vllm_rules.RULES
 
     def multi_node(
         self, argv: Sequence[str], *, nodes: int, rank: str, leader_address: str

@@ -1,17 +1,18 @@
 """The per-GPU memory budget: weights, KV cache and overheads, with and without speculation.
 
 `estimate_memory` itemises what the heaviest GPU holds; `engine_memory_fraction` translates the
-profile's `serving.gpu_memory_fraction` into the engine's own knob so the budget is the same
-whichever engine serves it.
+profile's `serving.gpu_memory_fraction` into the engine's own knob (through the engine's memory
+model, `Engine.memory`) so the budget is the same whichever engine serves it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any
 
 from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.engines import ENGINES
 from orchestrator.memory import kv
 from orchestrator.memory.gpus import GIB, Gpu, find_gpu
 from orchestrator.memory.overheads import Overheads, engine_overheads
@@ -23,18 +24,6 @@ from orchestrator.memory.weights import (
     target_weight_bytes,
 )
 from orchestrator.profile.schema import Profile
-
-#: Each engine's memory knob, as rendered.
-ENGINE_KNOBS: Final = {
-    "vllm": "gpu_memory_utilization",
-    "sglang": "mem_fraction_static",
-    "trtllm": "kv_cache_config.free_gpu_memory_fraction",
-}
-#: SGLang's own mem_fraction_static for a GPU it cannot size (sglang server_args fallback 0.88;
-#: sglang_trtllm.md A5); used as a ceiling when no estimate exists.
-SGLANG_UNKNOWN_GPU_FRACTION: Final = 0.88
-#: Smallest fraction rendered; a smaller translated value means the plan does not fit anyway.
-MIN_ENGINE_FRACTION: Final = 0.01
 
 
 @dataclass(frozen=True)
@@ -109,7 +98,7 @@ class MemoryEstimate:
 
     @property
     def engine_knob(self) -> str:
-        return ENGINE_KNOBS[self.engine]
+        return ENGINES[self.engine].memory.knob
 
     def as_json(self) -> dict[str, Any]:
         """DESIGN.md §4 `memory` block, extended with the itemisation."""
@@ -189,59 +178,18 @@ def unavailable_reason(profile: Profile, target: CheckpointInfo | None) -> str |
 
 def engine_memory_fraction(profile: Profile, estimate: MemoryEstimate | None) -> float:
     """`serving.gpu_memory_fraction` in the engine's own knob and semantics, rounded down to 3
-    decimals so rendering is deterministic.
-
-    vLLM `gpu_memory_utilization` is a share of total memory covering weights, activations, KV and
-    (since v0.21) CUDA graphs: the profile's fraction, minus the graphs' share on older releases
-    that capture them outside it. SGLang `mem_fraction_static` covers weights + KV only
-    (activations and graphs live outside it) and is a share of the memory free before the weights
-    load (usable minus CUDA context and NCCL). TensorRT-LLM `free_gpu_memory_fraction` is the share
-    of memory still free after weights and the warm-up that goes to KV.
-    Without an estimate: vLLM and TensorRT-LLM get the profile's fraction (TensorRT-LLM's own
-    default is 0.9 of free memory), SGLang at most its own unknown-GPU default 0.88.
-    """
-    fraction = profile.serving.gpu_memory_fraction
-    engine = profile.engine.name
+    decimals so rendering is deterministic (each engine's `memory.knob_for` says how)."""
+    model = ENGINES[profile.engine.name].memory
     if estimate is None:
-        value = min(fraction, SGLANG_UNKNOWN_GPU_FRACTION) if engine == "sglang" else fraction
-        return _round_down(value)
-    return _translate(engine, estimate.gpu_usable_gib, fraction, estimate)
+        return model.knob_without_estimate(profile)
+    return model.knob_for(estimate)
 
 
 def engine_kv_gib(estimate: MemoryEstimate, engine_fraction: float) -> float:
     """The KV cache the engine itself would size with its knob at `engine_fraction`, from the
     estimate's weights and overheads: the inverse of the translation `engine_memory_fraction`
-    renders (vLLM: usable x knob minus what it budgets; SGLang: free-before-load x knob minus
-    weights; TensorRT-LLM: knob x memory free after weights and warm-up). Used to compare the
-    memory model with values engines logged for a given knob."""
-    e, o = estimate, estimate.overheads
-    weights = e.target_weights_gib + e.draft_weights_gib
-    if e.engine == "vllm":
-        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
-        return e.gpu_usable_gib * engine_fraction - weights - (o.total_gib - outside)
-    if e.engine == "sglang":
-        return (e.gpu_usable_gib - o.before_load_gib) * engine_fraction - weights
-    free_after_warmup = e.gpu_usable_gib - weights - o.activation_gib - o.before_load_gib
-    return engine_fraction * free_after_warmup
-
-
-def _translate(engine: str, usable: float, fraction: float, e: MemoryEstimate) -> float:
-    o = e.overheads
-    if engine == "vllm":
-        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
-        return _round_down(fraction - outside / usable)
-    if engine == "sglang":
-        # SGLang sizes KV as free-after-load - pre_model_load_memory x (1 - mem_fraction_static),
-        # where pre_model_load_memory is what was free before the weights loaded (sglang 0.5.23
-        # mem_cache/kv_cache_configurator.py `_profile_available_bytes`), so the knob is the
-        # share of weights + KV in memory not already taken by the CUDA context and NCCL.
-        static = e.target_weights_gib + e.draft_weights_gib + e.kv_cache_gib
-        return _round_down(static / (usable - o.before_load_gib))
-    weights = e.target_weights_gib + e.draft_weights_gib
-    free_after_warmup = usable - weights - o.activation_gib - o.non_torch_gib - o.nccl_gib
-    if free_after_warmup <= 0:
-        return MIN_ENGINE_FRACTION
-    return _round_down(e.kv_cache_gib / free_after_warmup)
+    renders. Used to compare the memory model with values engines logged for a given knob."""
+    return ENGINES[estimate.engine].memory.kv_gib_at(estimate, engine_fraction)
 
 
 def _estimate(
@@ -296,7 +244,7 @@ def _estimate(
         heaviest_rank=heaviest,
         notes=tuple(notes),
     )
-    fraction = _translate(estimate.engine, usable, estimate.gpu_memory_fraction, estimate)
+    fraction = ENGINES[estimate.engine].memory.knob_for(estimate)
     return replace(estimate, engine_fraction=fraction)
 
 
@@ -324,11 +272,6 @@ def _draft_weights_per_gpu(
         notes.append(f"the size of {draft.ref!r} is unknown: draft weights not counted")
         return 0, draft_tp, heaviest
     return math.ceil(total / draft_tp), draft_tp, heaviest
-
-
-def _round_down(value: float) -> float:
-    clamped = min(1.0, max(MIN_ENGINE_FRACTION, value))
-    return math.floor(round(clamped * 1000, 6)) / 1000
 
 
 def _r(value: float) -> float:

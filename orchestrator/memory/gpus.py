@@ -93,3 +93,12 @@ def _gpu(name: str, row: dict[str, Any]) -> Gpu:
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def by_memory_band(gib: float, bands: tuple[tuple[int, int], ...], largest: int) -> int:
+    """The value of the first band whose upper bound (GiB) exceeds `gib`, else `largest`: how
+    engines pick defaults by GPU memory size."""
+    for upper_gib, value in bands:
+        if gib < upper_gib:
+            return value
+    return largest

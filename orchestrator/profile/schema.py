@@ -13,13 +13,15 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-EngineName = Literal["vllm", "sglang", "trtllm"]
+# A leaf module: the engine names live with the engines (adding one touches only engines/).
+from orchestrator.engines.names import ENGINE_NAMES as ENGINE_NAMES
+from orchestrator.engines.names import EngineName as EngineName
+
 SpecMethod = Literal["draft_model", "eagle", "eagle3", "mtp", "ngram", "none"]
 Device = Literal["gpu", "cpu"]
 KvCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
-ENGINE_NAMES: tuple[EngineName, ...] = ("vllm", "sglang", "trtllm")
 #: Methods that need a separate checkpoint in `proposer.model`.
 METHODS_WITH_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 #: Methods whose proposer lives inside the target (mtp) or needs no weights at all (ngram).
@@ -315,7 +317,7 @@ class Profile(StrictModel):
     @model_validator(mode="after")
     def _sections_agree(self) -> Profile:
         for name in ENGINE_NAMES:
-            if getattr(self, name) is not None and name != self.engine.name:
+            if getattr(self, name, None) is not None and name != self.engine.name:
                 raise field_error(
                     name,
                     f"the `{name}:` block tunes engine {name!r} but engine.name is "

@@ -6,7 +6,6 @@ from typing import Any
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.engine_rules import (
-    cpu_memory_fraction_is_modest,
     draft_tensor_parallel_is_accepted,
     engine_supports_method,
     engine_version_is_known,
@@ -15,11 +14,14 @@ from orchestrator.compatibility.engine_rules import (
     kv_cache_dtype_is_spelled,
     multi_node_group_is_renderable,
     pipeline_parallel_allows_speculation,
-    sglang_draft_tokens_are_consistent,
-    sglang_overlap_needs_topk_one,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding
 from orchestrator.engines.capabilities import release_for
+from orchestrator.engines.sglang_rules import (
+    sglang_draft_tokens_are_consistent,
+    sglang_overlap_needs_topk_one,
+)
+from orchestrator.engines.vllm_rules import cpu_memory_fraction_is_modest
 from tests.support import make_profile
 
 SGLANG = {"name": "sglang", "version": "0.5.23"}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from pathlib import Path
 
-from orchestrator.compatibility import ALL_RULES, RULE_MODULES
+from orchestrator.compatibility import all_rules
 from orchestrator.compatibility.rule import Rule
 
 DESIGN_RULE_IDS = {
@@ -20,9 +21,15 @@ DESIGN_RULE_IDS = {
 }  # fmt: skip
 
 
+ALL_RULES = all_rules()
+
+
 def test_every_rule_is_listed_documented_and_tested() -> None:
-    defined = {o for m in RULE_MODULES for o in vars(m).values() if isinstance(o, Rule)}
+    modules = {sys.modules[r.check.__module__] for r in ALL_RULES}
+    defined = {o for m in modules for o in vars(m).values() if isinstance(o, Rule)}
     assert defined == set(ALL_RULES), "a rule is defined but missing from its module's RULES"
+    for module in modules:
+        assert set(module.RULES) == {o for o in vars(module).values() if isinstance(o, Rule)}
     tests = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
     for r in ALL_RULES:
         assert inspect.getdoc(r.check), f"{r.id}: docstring must say why the rule exists"

@@ -1,0 +1,64 @@
+"""TensorRT-LLM's memory model: `kv_cache_config.free_gpu_memory_fraction` is the share of the
+memory still free after the weights load and the warm-up that goes to the KV cache."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Final
+
+from orchestrator.memory.knobs import MIN_ENGINE_FRACTION, round_down_fraction
+
+if TYPE_CHECKING:
+    from orchestrator.checkpoint.info import CheckpointInfo
+    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.gpus import Gpu
+    from orchestrator.profile.schema import Profile
+
+#: LlmArgs.max_num_tokens default (`BaseLlmArgs.max_num_tokens`,
+#: https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/tensorrt_llm/llmapi/llm_args.py).
+MAX_NUM_TOKENS: Final = 8192
+#: About 60 MB per captured graph (https://github.com/NVIDIA/TensorRT-LLM/pull/3362 review),
+#: default cuda_graph_config.max_batch_size 128 -> 8 power-of-two sizes ~ 0.5 GiB.
+CUDA_GRAPH_GIB: Final = 0.5
+#: Warm-up logits: fp32 logits and probabilities (no public log to fit).
+LOGITS_BYTES_PER_ENTRY: Final = 8
+
+
+class TrtllmMemory:
+    """TensorRT-LLM: `free_gpu_memory_fraction`, KV's share of memory left after weights."""
+
+    knob: ClassVar[str] = "kv_cache_config.free_gpu_memory_fraction"
+
+    def knob_without_estimate(self, profile: Profile) -> float:
+        # TensorRT-LLM's own default is 0.9 of free memory; the profile's share is no larger.
+        return round_down_fraction(profile.serving.gpu_memory_fraction)
+
+    def knob_for(self, estimate: MemoryEstimate) -> float:
+        free_after_warmup = _free_after_warmup(estimate)
+        if free_after_warmup <= 0:
+            return MIN_ENGINE_FRACTION
+        return round_down_fraction(estimate.kv_cache_gib / free_after_warmup)
+
+    def kv_gib_at(self, estimate: MemoryEstimate, knob: float) -> float:
+        return knob * _free_after_warmup(estimate)
+
+    def profiled_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        del gpu
+        tuned = profile.trtllm.max_num_tokens if profile.trtllm else None
+        return tuned or MAX_NUM_TOKENS
+
+    def sampler_bytes_per_logit(self, profile: Profile) -> float:
+        del profile
+        return LOGITS_BYTES_PER_ENTRY
+
+    def cuda_graph_gib(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> float:
+        del profile, target, gpu
+        return CUDA_GRAPH_GIB
+
+    def graphs_in_budget(self, profile: Profile) -> bool:
+        del profile
+        return True
+
+
+def _free_after_warmup(e: MemoryEstimate) -> float:
+    weights = e.target_weights_gib + e.draft_weights_gib
+    return e.gpu_usable_gib - weights - e.overheads.activation_gib - e.overheads.before_load_gib
