@@ -21,11 +21,18 @@ class OrchestratorError(Exception):
 
     exit_code: ClassVar[int] = 1
 
-    def __init__(self, what: str, *, why: str = "", fix: str = "") -> None:
+    def __init__(
+        self, what: str, *, why: str = "", fix: str = "", rule: str = "", field: str = ""
+    ) -> None:
         super().__init__(what)
         self.what = what
         self.why = why
         self.fix = fix
+        self.rule = rule
+        """The finding id this error becomes when a planning stage raises it (e.g.
+        "engine.multi-node"); empty for errors that never become findings."""
+        self.field = field
+        """The profile field the error is about, when there is one."""
 
     def render(self) -> str:
         lines = [self.what]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.compatibility.rule import Finding
-from orchestrator.pipeline import DeploymentPlan
+from orchestrator.plan.types import PlanResult
 
 
-def plan_document(plan: DeploymentPlan, *, strict: bool = False) -> dict[str, Any]:
+def plan_document(plan: PlanResult, *, strict: bool = False) -> dict[str, Any]:
     """The JSON document `validate --format json` prints for one profile."""
     return {
         "profile": str(plan.profile_path),
@@ -20,7 +20,7 @@ def plan_document(plan: DeploymentPlan, *, strict: bool = False) -> dict[str, An
     }
 
 
-def _engine(plan: DeploymentPlan) -> dict[str, Any] | None:
+def _engine(plan: PlanResult) -> dict[str, Any] | None:
     if plan.release is None:
         return None
     return {
@@ -33,7 +33,7 @@ def _engine(plan: DeploymentPlan) -> dict[str, Any] | None:
     }
 
 
-def text_report(plan: DeploymentPlan, *, strict: bool = False) -> str:
+def text_report(plan: PlanResult, *, strict: bool = False) -> str:
     """A readable report: a status line, then each finding with what / why / fix."""
     counts = {
         s: sum(1 for f in plan.findings if f.severity == s) for s in ("error", "warning", "info")

@@ -266,18 +266,18 @@ def _check_profiles(
 
 
 def _launch(path: Path, offline: bool, *, baseline: bool) -> EngineLaunch:
-    from orchestrator.pipeline import build_plan
+    from orchestrator.plan.build import load_and_plan
+    from orchestrator.plan.types import DeploymentPlan
 
-    plan = build_plan(path, offline=offline)
-    launch = plan.launch_for(container=False, baseline=baseline)
-    if launch is None:
+    plan = load_and_plan(path, offline=offline)
+    if not isinstance(plan, DeploymentPlan):
         problems = "; ".join(f"{f.rule}: {f.what}" for f in plan.errors) or "not renderable"
         raise BenchError(
             f"{path}: the profile does not render a launch ({problems})",
             why="the A/B check compares the two rendered launches",
             fix=f"run `specdeploy validate {path}` and fix what it reports",
         )
-    return launch
+    return plan.launch_for(container=False, baseline=baseline)
 
 
 COMMANDS = (bench,)

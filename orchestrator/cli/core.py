@@ -15,10 +15,11 @@ from orchestrator.cli.options import (
     strict_option,
 )
 from orchestrator.compatibility import rules_by_id
+from orchestrator.compatibility.stage_findings import STAGE_FINDINGS
 from orchestrator.engines.capabilities import matrix
 from orchestrator.errors import OrchestratorError
 from orchestrator.output import plan_document, text_report
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
 from orchestrator.profile.docs import documented_json_schema
 from orchestrator.profile.schema import Profile
 
@@ -37,7 +38,7 @@ def validate(
     Exit 0 when deployable (warnings allowed unless --strict), 3 profile invalid, 4 incompatible,
     5 over the memory budget.
     """
-    plans = [build_plan(p, offline=offline, ignore=frozenset(ignore)) for p in profiles]
+    plans = [load_and_plan(p, offline=offline, ignore=frozenset(ignore)) for p in profiles]
     if output == "json":
         documents = [plan_document(p, strict=strict) for p in plans]
         click.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
@@ -85,29 +86,17 @@ def engines(output: str) -> None:
             )
 
 
-#: Ids of the findings the loader itself produces (not rules with functions).
-PROFILE_RULES: dict[str, str] = {
-    "profile.unknown-field": "A key the schema does not define, usually a typo; `did you mean` names the closest field.",
-    "profile.duplicate-key": "A key given twice in one mapping; YAML would silently keep the last value.",
-    "profile.missing-field": "A required field is absent.",
-    "profile.invalid-value": "A value of the wrong type or outside its range, or fields that contradict each other.",
-    "profile.yaml-syntax": "The file is not valid YAML.",
-    "profile.engine-version": "engine.version is older than the oldest release in the capability matrix.",
-}
-
-
 @click.command()
 @click.argument("rule_id")
 def explain(rule_id: str) -> None:
     """Explain what a rule checks, why, and where the fact comes from."""
-    if rule_id in PROFILE_RULES:
-        click.echo(
-            f"{rule_id}\n  {PROFILE_RULES[rule_id]}\n  source: the profile schema (specdeploy schema)"
-        )
+    stage = STAGE_FINDINGS.get(rule_id)
+    if stage is not None:
+        click.echo(f"{rule_id}\n  {stage.doc}\n  source: {stage.source}")
         return
     rules = rules_by_id().get(rule_id)
     if not rules:
-        known = sorted([*rules_by_id(), *PROFILE_RULES])
+        known = sorted([*rules_by_id(), *STAGE_FINDINGS])
         import difflib  # only an unknown rule id needs it
 
         close = difflib.get_close_matches(rule_id, known, n=1)

@@ -9,11 +9,12 @@ from typing import Any, TypeVar
 import click
 
 from orchestrator.cli.options import ignore_option, offline_option, profile_argument
-from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
-from orchestrator.manifests.context import profile_model_cache
-from orchestrator.manifests.rendering import manifests_for
+from orchestrator.deploy.kubernetes_cluster import REQUEST_TIMEOUT_S, KubernetesCluster
+from orchestrator.deploy.targets import ClusterTarget
+from orchestrator.emitters.base import EMITTERS
 from orchestrator.output import text_report
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan
 from orchestrator.profile.loading import load_profile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,6 +22,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def cluster_options(fn: F) -> F:
     fn = click.option("--context", help="Kube context (default: the current one).")(fn)
+    fn = click.option(
+        "--request-timeout",
+        type=click.FloatRange(min=0.1),
+        default=REQUEST_TIMEOUT_S,
+        show_default=True,
+        help="Seconds each API request may take before the command fails (exit 6).",
+    )(fn)
     return click.option(
         "--namespace", help="Namespace when the profile has none (default: the context's)."
     )(fn)
@@ -32,43 +40,62 @@ def cluster_options(fn: F) -> F:
 @click.option("--server-dry-run", is_flag=True, help="Let the API server validate; change nothing.")
 @click.option("--wait", is_flag=True, help="Wait until every workload is ready.")
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds --wait waits.")
+@click.option(
+    "--force-conflicts",
+    is_flag=True,
+    help="Take over fields another field manager owns (server-side apply force).",
+)
 @offline_option
 @ignore_option
 def apply(
     profile: Path,
     context: str | None,
     namespace: str | None,
+    request_timeout: float,
     server_dry_run: bool,
     wait: bool,
     timeout: float,
+    force_conflicts: bool,
     offline: bool,
     ignore: tuple[str, ...],
 ) -> None:
-    """Validate, then server-side apply the manifests (field manager `specdeploy`)."""
-    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
-    if not plan.ok() or plan.profile is None:
+    """Validate, then server-side apply the manifests (field manager `specdeploy`).
+
+    Each object is reported as it lands. Fields another manager owns are refused (exit 6,
+    naming them) unless --force-conflicts.
+    """
+    plan = load_and_plan(profile, offline=offline, ignore=frozenset(ignore))
+    if not isinstance(plan, DeploymentPlan) or not plan.ok():
         click.echo(text_report(plan), err=True)
         click.get_current_context().exit(plan.exit_code())
-    assert plan.profile is not None
-    manifests = manifests_for(plan, cache=profile_model_cache(plan.profile))
-    cluster = KubernetesCluster(context=context, namespace=namespace)
-    suffix = " (server dry run)" if server_dry_run else ""
-    for result in cluster.apply(manifests, server_dry_run=server_dry_run):
-        click.echo(f"{result.kind.lower()}/{result.name} {result.action}{suffix}")
-        if result.diff and result.action != "created":
-            click.echo(result.diff.rstrip("\n"))
-    if wait and not server_dry_run:
-        cluster.wait(plan.profile, timeout=timeout, echo=click.echo, namespace=namespace)
-        click.echo(f"{plan.profile.metadata.name} is ready")
+        return
+    emitter = EMITTERS["kubernetes"]
+    cluster = KubernetesCluster(
+        context=context, namespace=namespace, kinds=emitter.kinds, request_timeout=request_timeout
+    )
+    target = ClusterTarget(
+        cluster,
+        emitter,
+        server_dry_run=server_dry_run,
+        force_conflicts=force_conflicts,
+        wait_timeout=timeout if wait else None,
+        namespace=namespace,
+    )
+    target.deploy(plan, echo=click.echo)
 
 
 @click.command()
 @click.argument("profile", type=profile_argument)
 @cluster_options
-def status(profile: Path, context: str | None, namespace: str | None) -> None:
+def status(
+    profile: Path, context: str | None, namespace: str | None, request_timeout: float
+) -> None:
     """Rollout state, and why pods are not ready (scheduling, image pull, OOM, crash logs)."""
     loaded = load_profile(profile)
-    report = KubernetesCluster(context=context, namespace=namespace).status(loaded, namespace)
+    cluster = KubernetesCluster(
+        context=context, namespace=namespace, request_timeout=request_timeout
+    )
+    report = cluster.status(loaded, namespace)
     for line in report.lines():
         click.echo(line)
 
@@ -76,10 +103,15 @@ def status(profile: Path, context: str | None, namespace: str | None) -> None:
 @click.command()
 @click.argument("profile", type=profile_argument)
 @cluster_options
-def delete(profile: Path, context: str | None, namespace: str | None) -> None:
+def delete(
+    profile: Path, context: str | None, namespace: str | None, request_timeout: float
+) -> None:
     """Delete the objects labelled for this profile (nothing else)."""
     loaded = load_profile(profile)
-    deleted = KubernetesCluster(context=context, namespace=namespace).delete(loaded, namespace)
+    cluster = KubernetesCluster(
+        context=context, namespace=namespace, request_timeout=request_timeout
+    )
+    deleted = cluster.delete(loaded, namespace)
     for kind, name in deleted:
         click.echo(f"{kind.lower()}/{name} deleted")
     if not deleted:

@@ -16,7 +16,7 @@ from orchestrator.cli.options import format_option, offline_option, profile_argu
 from orchestrator.memory.gpus import find_gpu, gpu_catalog
 from orchestrator.memory.report import gpu_table, memory_table
 from orchestrator.output import plan_document, text_report
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
 from orchestrator.profile.schema import Profile
 
 #: Default per-token acceptance for --speedup when the user has not measured one: a mid value
@@ -60,7 +60,7 @@ def plan(
 
     Exit codes as validate: 0 fits, 3 profile invalid, 4 incompatible, 5 over the memory budget.
     """
-    result = build_plan(profile, offline=offline)
+    result = load_and_plan(profile, offline=offline)
     code = result.exit_code()
     memory = result.memory
     estimate = None

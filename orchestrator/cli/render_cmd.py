@@ -17,7 +17,8 @@ from orchestrator.cli.options import (
 from orchestrator.deploy.dry_run_files import render_files, write_files
 from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
-from orchestrator.pipeline import DeploymentPlan, build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan, PlanResult
 
 
 @click.command()
@@ -52,10 +53,10 @@ def render(
 
     Nothing is written unless the profile is valid. Exit codes as for validate.
     """
-    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
+    plan = load_and_plan(profile, offline=offline, ignore=frozenset(ignore))
     code = plan.exit_code(strict=strict)
     written: list[Path] = []
-    if code == 0:
+    if code == 0 and isinstance(plan, DeploymentPlan):
         files = render_files(plan)
         written = write_files(files, out_dir)
         if helm_values_file is not None:
@@ -72,16 +73,14 @@ def render(
     click.get_current_context().exit(code)
 
 
-def _print_written(plan: DeploymentPlan, written: list[Path], out_dir: Path) -> None:
-    if not written:
+def _print_written(plan: PlanResult, written: list[Path], out_dir: Path) -> None:
+    if not written or not isinstance(plan, DeploymentPlan):
         click.echo(f"nothing written to {out_dir}", err=True)
         return
     click.echo(f"wrote {len(written)} files to {out_dir}:")
     for path in written:
         click.echo(f"  {path}")
-    launch = plan.launch
-    if launch is not None:
-        click.echo(f"launch: {' '.join(launch.argv)}")
+    click.echo(f"launch: {' '.join(plan.launch.argv)}")
 
 
 COMMANDS: tuple[click.Command, ...] = (render,)

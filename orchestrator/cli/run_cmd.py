@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
 from orchestrator.cli.options import ignore_option, offline_option, profile_argument
-from orchestrator.deploy.local_docker import run_docker
-from orchestrator.errors import DeployError
+from orchestrator.deploy.base import DeployTarget
+from orchestrator.deploy.targets import DockerTarget, LocalProcessTarget
 from orchestrator.output import text_report
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan
 from orchestrator.runner.base import RunOptions
-from orchestrator.runner.targets import TargetName, run_target
+
+TargetName = Literal["local", "docker"]
 
 _executable = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -51,22 +54,19 @@ def run(
     Nothing starts unless the profile validates (exit 3/4/5 as for validate); an engine that
     fails or refuses exits 6 with the engine's own message.
     """
-    plan = build_plan(profile, offline=offline, ignore=frozenset(ignore))
+    plan = load_and_plan(profile, offline=offline, ignore=frozenset(ignore))
     code = plan.exit_code()
-    if code:
+    if code or not isinstance(plan, DeploymentPlan):
         click.echo(text_report(plan), err=True)
         click.get_current_context().exit(code)
-    if target == "docker":
-        run_docker(plan, echo=click.echo, host_port=port, health_timeout=timeout, baseline=baseline)
         return
-    launch = plan.launch_for(container=False, baseline=True) if baseline else plan.launch
-    if launch is None:
-        raise DeployError(
-            f"{profile}: there is no launch to run" + (" without speculation" if baseline else ""),
-            fix="drop --baseline" if baseline else "run `specdeploy validate` on the profile",
-        )
-    options = RunOptions(engine_bin, python, port, timeout, log_file=log_file)
-    run_target(target).run(launch, options, echo=click.echo, progress=_Progress())
+    chosen: DeployTarget
+    if target == "docker":
+        chosen = DockerTarget(baseline=baseline, host_port=port, health_timeout=timeout)
+    else:
+        options = RunOptions(engine_bin, python, port, timeout, log_file=log_file)
+        chosen = LocalProcessTarget(options, baseline=baseline, progress=_Progress())
+    chosen.deploy(plan, echo=click.echo)
 
 
 class _Progress:

@@ -151,45 +151,6 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
 
 
 @rule(
-    "engine.multi-node",
-    source="kubernetes-sigs/lws (LeaderWorkerSet); vLLM docs deployment/frameworks/lws; "
-    "sglang_trtllm.md A6 (SGLang --nnodes/--node-rank/--dist-init-addr)",
-    applies=lambda ctx: ctx.profile.hardware.nodes_per_replica > 1,
-)
-def multi_node_group_is_renderable(ctx: CompatContext) -> Finding | None:
-    """A replica whose TP x PP GPUs exceed hardware.gpus_per_node runs as a LeaderWorkerSet group
-    of equal pods. That needs the GPUs to split evenly over the nodes, and an engine for which
-    specdeploy renders the leader and worker commands (vLLM over Ray, SGLang with --nnodes)."""
-    hardware = ctx.profile.hardware
-    total, nodes = hardware.gpus_per_replica, hardware.nodes_per_replica
-    shape = (
-        f"hardware.tensor_parallel_size x pipeline_parallel_size = {total} GPUs over "
-        f"gpus_per_node={hardware.gpus_per_node} needs {nodes} nodes"
-    )
-    gap = ENGINES[ctx.engine].multi_node_gap
-    if gap is not None:
-        capable = sorted(name for name, engine in ENGINES.items() if engine.multi_node_gap is None)
-        return Finding.error(
-            what=f"{shape}, and specdeploy renders no multi-node group for {ctx.engine}",
-            why=gap,
-            fix=(
-                f"fit one node (tensor_parallel_size x pipeline_parallel_size <= "
-                f"{hardware.gpus_per_node}), or use engine.name {' or '.join(capable)}"
-            ),
-        )
-    if total % nodes:
-        return Finding.error(
-            what=f"{shape}, and {total} GPUs do not split evenly over {nodes} nodes",
-            why="every pod of a multi-node group gets the same number of GPUs",
-            fix=(
-                f"make tensor_parallel_size x pipeline_parallel_size divisible by {nodes}, or set "
-                "hardware.gpus_per_node to the GPUs your nodes really have"
-            ),
-        )
-    return None
-
-
-@rule(
     "engine.kv-cache-dtype",
     source="vLLM CacheDType (vllm/config/cache.py); SGLang server_args --kv-cache-dtype choices; "
     "TensorRT-LLM KvCacheConfig.dtype",
@@ -263,7 +224,6 @@ RULES = (
     engine_supports_method,
     draft_tensor_parallel_is_accepted,
     pipeline_parallel_allows_speculation,
-    multi_node_group_is_renderable,
     kv_cache_dtype_is_spelled,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,

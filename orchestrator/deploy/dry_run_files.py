@@ -11,20 +11,18 @@ from pathlib import Path
 
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import OrchestratorError
-from orchestrator.manifests.rendering import manifest_files
-from orchestrator.pipeline import DeploymentPlan
+from orchestrator.emitters.base import EMITTERS
+from orchestrator.plan.types import DeploymentPlan
 
 
-def render_files(plan: DeploymentPlan) -> dict[str, str]:
-    """Relative path -> content for everything `render` writes (DESIGN.md §4)."""
-    launch = plan.launch
-    if launch is None:
-        raise ValueError("render_files needs a plan without errors")
-    files = _launch_files(launch, "")
+def render_files(plan: DeploymentPlan, *, platform: str = "kubernetes") -> dict[str, str]:
+    """Relative path -> content for everything `render` writes (DESIGN.md §4): the launches,
+    then the platform's objects."""
+    files = _launch_files(plan.launch, "")
     baseline = plan.baseline_launch
     if baseline is not None:
         files.update(_launch_files(baseline, "baseline/"))
-    files.update(manifest_files(plan))
+    files.update(EMITTERS[platform].files(plan))
     return files
 
 

@@ -2,14 +2,18 @@
 
 Uses the `kubernetes` client, imported only inside `KubernetesCluster.__init__` so that commands
 that never talk to a cluster do not pay for it. Every object is applied with field manager
-`specdeploy` in apply order; re-applying an unchanged profile leaves every object as it was.
-Cluster failures become DeployError (exit 6) with what, why and fix.
+`specdeploy` in the platform emitter's apply order, and reported as it lands; re-applying an
+unchanged profile leaves every object as it was. Fields another manager owns are not taken over
+unless asked (`force_conflicts`). Every request has a deadline and no retries, so an API server
+that accepts connections and never answers fails within the request timeout. Cluster failures
+become DeployError (exit 6) with what, why and fix.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -20,21 +24,21 @@ from typing import Any, Final, Literal
 
 import yaml
 
+from orchestrator.emitters.base import (
+    EMITTERS,
+    Manifest,
+    ResourceKind,
+    canonical_yaml,
+    sort_for_apply,
+)
 from orchestrator.errors import DeployError
 from orchestrator.manifests.context import profile_selector
-from orchestrator.manifests.rendering import APPLY_RANK, Manifest, canonical_yaml
 from orchestrator.profile.schema import Profile
 
 FIELD_MANAGER: Final = "specdeploy"
-#: Kinds specdeploy creates, with their API version, in apply order (delete goes in reverse).
-MANAGED_KINDS: Final[tuple[tuple[str, str], ...]] = (
-    ("v1", "ConfigMap"),
-    ("v1", "PersistentVolumeClaim"),
-    ("v1", "Service"),
-    ("apps/v1", "Deployment"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-)
 LOG_TAIL_LINES: Final = 20
+#: Seconds each API request may take (connect and each read) before the call fails.
+REQUEST_TIMEOUT_S: Final = 30.0
 
 Action = Literal["created", "configured", "unchanged"]
 
@@ -115,32 +119,68 @@ class KubernetesCluster:
         context: str | None = None,
         namespace: str | None = None,
         api_client: Any = None,
+        kinds: tuple[ResourceKind, ...] | None = None,
+        request_timeout: float = REQUEST_TIMEOUT_S,
     ) -> None:
         from kubernetes import client, config, dynamic  # the one allowed deferred import
 
         self._exceptions = _exception_types()
-        with self._calling("load the kubeconfig" if api_client is None else "connect"):
-            if api_client is None:
+        self.kinds = kinds if kinds is not None else EMITTERS["kubernetes"].kinds
+        self._timeout = request_timeout
+        if api_client is None:
+            with self._calling("load the kubeconfig", kubeconfig=True):
                 api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
                     config_file=kubeconfig_path(), context=context
                 )
-            self.namespace = namespace or _context_namespace(config, context) or "default"
+        self.server = str(api_client.configuration.host)
+        _bound(api_client, request_timeout)
+        self.namespace = namespace or _context_namespace(config, context) or "default"
+        with self._calling(f"reach the API server at {self.server}"):
             self._cache_dir = tempfile.TemporaryDirectory(prefix="specdeploy-discovery-")
             cache_file = str(Path(self._cache_dir.name) / "discovery.json")
             self._dynamic = dynamic.DynamicClient(api_client, cache_file=cache_file)  # type: ignore[no-untyped-call]
             self._core = client.CoreV1Api(api_client)
-        self.server = str(api_client.configuration.host)
 
     # -- apply -------------------------------------------------------------------------------
 
     def apply(
-        self, manifests: list[Manifest], *, server_dry_run: bool = False
+        self,
+        manifests: list[Manifest],
+        *,
+        server_dry_run: bool = False,
+        force_conflicts: bool = False,
     ) -> list[ApplyResult]:
         """Server-side apply in apply order; with server_dry_run the server validates only."""
-        ordered = sorted(manifests, key=lambda m: APPLY_RANK.get(m.kind, len(APPLY_RANK)))
-        return [self._apply_one(m, server_dry_run=server_dry_run) for m in ordered]
+        return list(
+            self.apply_each(
+                manifests, server_dry_run=server_dry_run, force_conflicts=force_conflicts
+            )
+        )
 
-    def _apply_one(self, manifest: Manifest, *, server_dry_run: bool) -> ApplyResult:
+    def apply_each(
+        self,
+        manifests: list[Manifest],
+        *,
+        server_dry_run: bool = False,
+        force_conflicts: bool = False,
+    ) -> Iterator[ApplyResult]:
+        """Apply one object at a time, yielding each result as it lands. When one fails, the
+        DeployError names the objects already applied (they stay in the cluster)."""
+        ordered = sort_for_apply(manifests, self.kinds)
+        done: list[str] = []
+        for manifest in ordered:
+            try:
+                result = self._apply_one(
+                    manifest, server_dry_run=server_dry_run, force_conflicts=force_conflicts
+                )
+            except DeployError as exc:
+                raise _partial(exc, done, len(ordered), server_dry_run) from exc.__cause__
+            done.append(f"{result.kind.lower()}/{result.name}")
+            yield result
+
+    def _apply_one(
+        self, manifest: Manifest, *, server_dry_run: bool, force_conflicts: bool
+    ) -> ApplyResult:
         namespace = manifest.namespace or self.namespace
         body = {**manifest.body, "metadata": {**manifest.body["metadata"], "namespace": namespace}}
         target = f"{manifest.kind}/{manifest.name} in namespace {namespace}"
@@ -152,8 +192,9 @@ class KubernetesCluster:
                 name=manifest.name,
                 namespace=namespace,
                 field_manager=FIELD_MANAGER,
-                force_conflicts=True,
+                force_conflicts=True if force_conflicts else None,
                 dry_run="All" if server_dry_run else None,
+                _request_timeout=self._timeout,
             ).to_dict()
         diff = object_diff(current, body, manifest.filename)
         action = _action(current, applied, diff, dry_run=server_dry_run)
@@ -166,9 +207,9 @@ class KubernetesCluster:
         namespace = profile.metadata.namespace or namespace or self.namespace
         selector = _selector(profile)
         workloads = []
-        for api_version, kind in MANAGED_KINDS[3:]:
-            for item in self._list(api_version, kind, namespace, selector, optional=True):
-                workloads.append(_workload_status(kind, item))
+        for kind in (k for k in self.kinds if k.workload):
+            for item in self._list(kind.api_version, kind.kind, namespace, selector, optional=True):
+                workloads.append(_workload_status(kind.kind, item))
         pods = [
             self._pod_status(pod, namespace) for pod in self._list("v1", "Pod", namespace, selector)
         ]
@@ -239,6 +280,7 @@ class KubernetesCluster:
                     container=container,
                     previous=previous,
                     tail_lines=LOG_TAIL_LINES,
+                    _request_timeout=self._timeout,
                 )
             except self._exceptions:
                 continue
@@ -253,15 +295,16 @@ class KubernetesCluster:
         namespace = profile.metadata.namespace or namespace or self.namespace
         selector = _selector(profile)
         deleted: list[tuple[str, str]] = []
-        for api_version, kind in reversed(MANAGED_KINDS):
-            items = self._list(api_version, kind, namespace, selector, optional=True)
+        for managed in reversed(self.kinds):
+            kind = managed.kind
+            items = self._list(managed.api_version, kind, namespace, selector, optional=True)
             if not items:
                 continue
-            resource = self._resource(api_version, kind)
+            resource = self._resource(managed.api_version, kind)
             for item in items:
                 name = item["metadata"]["name"]
                 with self._calling(f"delete {kind}/{name} in namespace {namespace}"):
-                    resource.delete(name=name, namespace=namespace)
+                    resource.delete(name=name, namespace=namespace, _request_timeout=self._timeout)
                 deleted.append((kind, name))
         return deleted
 
@@ -291,7 +334,8 @@ class KubernetesCluster:
         from kubernetes.dynamic.exceptions import NotFoundError
 
         try:
-            return dict(resource.get(name=name, namespace=namespace).to_dict())
+            found = resource.get(name=name, namespace=namespace, _request_timeout=self._timeout)
+            return dict(found.to_dict())
         except NotFoundError:
             return None
 
@@ -313,18 +357,21 @@ class KubernetesCluster:
             raise
         with self._calling(f"list {kind} in namespace {namespace}"):
             listing = resource.get(
-                namespace=namespace, label_selector=selector, field_selector=field_selector
+                namespace=namespace,
+                label_selector=selector,
+                field_selector=field_selector,
+                _request_timeout=self._timeout,
             ).to_dict()
         return list(listing.get("items") or [])
 
     @contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
+    def _calling(self, what: str, *, kubeconfig: bool = False) -> Iterator[None]:
         try:
             yield
         except DeployError:
             raise
         except Exception as exc:
-            raise cluster_error(what, exc) from exc
+            raise cluster_error(what, exc, kubeconfig=kubeconfig) from exc
 
 
 def object_diff(current: dict[str, Any] | None, body: dict[str, Any], name: str) -> str:
@@ -401,10 +448,19 @@ def container_cause(container: dict[str, Any]) -> Cause | None:
     return None
 
 
-def cluster_error(what: str, exc: Exception) -> DeployError:
-    """An API or connection failure as what/why/fix."""
+def cluster_error(what: str, exc: Exception, *, kubeconfig: bool = False) -> DeployError:
+    """An API, connection or kubeconfig failure as what/why/fix."""
     status = getattr(exc, "status", None)
     detail = _api_message(exc)
+    if kubeconfig:
+        return DeployError(
+            f"cannot {what}: {type(exc).__name__}",
+            why=(str(exc).splitlines() or ["the kubeconfig could not be read"])[0],
+            fix=f"point KUBECONFIG at a valid kubeconfig (now {kubeconfig_path()}), or pass "
+            "--context with a context it defines",
+        )
+    if status == 409:
+        return _conflict(what, exc)
     if status in (401, 403):
         return DeployError(
             f"the cluster refused to {what} (HTTP {status})",
@@ -419,11 +475,94 @@ def cluster_error(what: str, exc: Exception) -> DeployError:
             fix="fix what the API server names above; `specdeploy apply --server-dry-run` "
             "checks again without changing anything",
         )
+    if _timed_out(exc):
+        return DeployError(
+            f"cannot {what}: the API server did not answer in time",
+            why=f"no answer within the request timeout ({type(exc).__name__})",
+            fix="check that the cluster is up and reachable from here (VPN, proxy, firewall); "
+            "`kubectl get --raw /version` tests the same connection",
+        )
     return DeployError(
         f"cannot {what}: {type(exc).__name__}",
         why=detail or (str(exc).splitlines() or ["no answer from the API server"])[0],
-        fix="check the kube context (--context, KUBECONFIG) and that the cluster is reachable",
+        fix="check that the cluster is reachable and the kube context (--context, KUBECONFIG) "
+        "points at it",
     )
+
+
+def _conflict(what: str, exc: Exception) -> DeployError:
+    """A server-side apply conflict: fields specdeploy sets that another manager owns."""
+    causes = _status_causes(exc)
+    fields = [str(c.get("field", "")) for c in causes if c.get("field")]
+    managers = sorted({m for c in causes for m in _MANAGER.findall(str(c.get("message", "")))})
+    who = ", ".join(f'"{m}"' for m in managers) or "another field manager"
+    return DeployError(
+        f"cannot {what}: {len(fields) or 'some'} field(s) specdeploy sets are owned by {who}"
+        + (f": {', '.join(fields)}" if fields else ""),
+        why=f"server-side apply does not take fields from another manager ({who}) without "
+        "being told to; someone changed these fields by hand or with another tool",
+        fix="re-run with --force-conflicts to take the fields over for specdeploy (the "
+        "profile's values win), or remove the other manager's change "
+        "(`kubectl get -o yaml --show-managed-fields` shows who owns what)",
+    )
+
+
+#: `conflict with "kubectl-edit" using apps/v1` in a FieldManagerConflict cause's message.
+_MANAGER: Final = re.compile(r'conflict with "([^"]+)"')
+
+
+def _status_causes(exc: Exception) -> list[dict[str, Any]]:
+    body = getattr(exc, "body", None)
+    try:
+        document = yaml.safe_load(body) if body else None
+    except yaml.YAMLError:
+        return []
+    if not isinstance(document, dict):
+        return []
+    details = document.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return [c for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
+
+
+def _timed_out(exc: Exception) -> bool:
+    """A connect or read timeout, however urllib3 wrapped it."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
+            return True
+        seen = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+    return False
+
+
+def _partial(exc: DeployError, done: list[str], total: int, dry_run: bool) -> DeployError:
+    """The failure of one object, saying which objects before it are already in the cluster."""
+    if not done or dry_run:
+        return exc
+    return DeployError(
+        exc.what,
+        why=f"{exc.why}\n{len(done)} of {total} objects were applied before this one and are "
+        f"in the cluster now: {', '.join(done)}",
+        fix=f"{exc.fix}; then apply again (unchanged objects are left as they are), or "
+        "`specdeploy delete PROFILE` to remove what was applied",
+    )
+
+
+def _bound(api_client: Any, timeout: float) -> None:
+    """Give every request of this client a deadline (connect and each read) and no retries: the
+    client's own default waits forever on an API server that accepts and never answers, and
+    retries a failed connection three times."""
+    import urllib3
+
+    rest = api_client.rest_client
+    rest.pool_manager.connection_pool_kw["retries"] = urllib3.Retry(total=0, redirect=False)
+    send = rest.request
+
+    def request(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return send(*args, _request_timeout=_request_timeout or (timeout, timeout), **kwargs)
+
+    rest.request = request
 
 
 def _api_message(exc: Exception) -> str:

@@ -20,8 +20,9 @@ from typing import Any, Final
 
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import DeployError
-from orchestrator.manifests.context import HF_CACHE_DIR, HF_TOKEN_KEY, SHM_SIZE, profile_selector
-from orchestrator.pipeline import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
+from orchestrator.engines import ENGINES
+from orchestrator.manifests.context import HF_CACHE_DIR, HF_TOKEN_KEY, profile_selector
+from orchestrator.plan.types import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
 
 LOG_TAIL_LINES: Final = 30
 #: Kubernetes quantity suffix -> docker's shm_size suffix.
@@ -52,8 +53,6 @@ def run_docker(
     from docker.errors import DockerException
 
     launch = plan.launch_for(container=True, baseline=baseline)
-    if plan.profile is None or launch is None:
-        raise ValueError("run_docker needs a plan without errors")
     try:
         client = docker.from_env()
         client.ping()
@@ -109,7 +108,6 @@ def _run_arguments(
 ) -> dict[str, Any]:
     from docker.types import DeviceRequest
 
-    assert plan.profile is not None
     profile = plan.profile
     hardware = profile.hardware
     volumes = {_hf_cache(): {"bind": HF_CACHE_DIR, "mode": "rw"}}
@@ -129,7 +127,7 @@ def _run_arguments(
     devices = []
     if hardware.device == "gpu":
         devices = [DeviceRequest(count=hardware.gpus_per_replica, capabilities=[["gpu"]])]
-    shm = SHM_SIZE[launch.engine]
+    shm = ENGINES[launch.engine].shm_size
     return {
         "image": launch.image,
         "entrypoint": [launch.argv[0]],

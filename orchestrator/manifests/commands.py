@@ -15,7 +15,7 @@ from typing import Final
 
 from orchestrator.engines import ENGINES
 from orchestrator.engines.base import EngineLaunch
-from orchestrator.errors import IncompatibleError, ProfileError
+from orchestrator.errors import IncompatibleError
 from orchestrator.profile.schema import Profile
 
 #: Label LWS puts on every pod of a group; the leader is index 0. The Service selects the leader.
@@ -23,6 +23,8 @@ LEADER_POD_LABELS: Final[Mapping[str, str]] = {"leaderworkerset.sigs.k8s.io/work
 #: What LWS injects into each pod of a group, as kubelet references (expanded in command/args).
 LWS_WORKER_INDEX: Final = "$(LWS_WORKER_INDEX)"
 LWS_LEADER_ADDRESS: Final = "$(LWS_LEADER_ADDRESS)"
+#: The finding id of a replica spread over nodes that cannot be rendered (see `topology`).
+MULTI_NODE_RULE: Final = "engine.multi-node"
 
 
 @dataclass(frozen=True)
@@ -34,17 +36,37 @@ class Topology:
 
 
 def topology(profile: Profile) -> Topology:
-    """One pod holds TP x PP GPUs when they fit a node; otherwise the fewest equal nodes. The
-    `engine.multi-node` rule reports an uneven split at validate time; this is the backstop."""
+    """One pod holds TP x PP GPUs when they fit a node; otherwise the fewest equal nodes, which
+    needs the GPUs to split evenly over them and an engine for which specdeploy renders the
+    leader and worker commands (vLLM over Ray, SGLang with --nnodes). Raises the
+    `engine.multi-node` finding otherwise."""
     hardware = profile.hardware
     total, nodes = hardware.gpus_per_replica, hardware.nodes_per_replica
+    if nodes == 1:
+        return Topology(group_size=1, gpus_per_pod=total)
+    shape = (
+        f"hardware.tensor_parallel_size x pipeline_parallel_size = {total} GPUs over "
+        f"gpus_per_node={hardware.gpus_per_node} needs {nodes} nodes"
+    )
+    gap = ENGINES[profile.engine.name].multi_node_gap
+    if gap is not None:
+        capable = sorted(name for name, engine in ENGINES.items() if engine.multi_node_gap is None)
+        raise IncompatibleError(
+            f"{shape}, and specdeploy renders no multi-node group for {profile.engine.name}",
+            why=gap,
+            fix=f"fit one node (tensor_parallel_size x pipeline_parallel_size <= "
+            f"{hardware.gpus_per_node}), or use engine.name {' or '.join(capable)}",
+            rule=MULTI_NODE_RULE,
+            field="hardware.tensor_parallel_size",
+        )
     if total % nodes:
-        raise ProfileError(
-            f"hardware: tensor_parallel_size x pipeline_parallel_size = {total} GPUs cannot be "
-            f"split evenly over {nodes} nodes of gpus_per_node={hardware.gpus_per_node}",
+        raise IncompatibleError(
+            f"{shape}, and {total} GPUs do not split evenly over {nodes} nodes",
             why="every pod of a multi-node group gets the same number of GPUs",
             fix=f"make tensor_parallel_size x pipeline_parallel_size divisible by {nodes}, or set "
             "hardware.gpus_per_node to the GPUs your nodes really have",
+            rule=MULTI_NODE_RULE,
+            field="hardware.gpus_per_node",
         )
     return Topology(group_size=nodes, gpus_per_pod=total // nodes)
 
@@ -68,16 +90,8 @@ def worker_command(launch: EngineLaunch, topo: Topology) -> list[str]:
 
 
 def _group_commands(launch: EngineLaunch, topo: Topology) -> tuple[list[str], list[str]]:
-    engine = ENGINES[launch.engine]
-    if engine.multi_node_gap is not None:  # engine.multi-node refuses this at validate time
-        raise IncompatibleError(
-            f"engine.name: {launch.engine!r} needs more GPUs than hardware.gpus_per_node, and "
-            f"specdeploy renders no multi-node group for it",
-            why=engine.multi_node_gap,
-            fix="lower hardware.tensor_parallel_size x pipeline_parallel_size to fit one node, "
-            "or use an engine.name with multi-node support (specdeploy explain engine.multi-node)",
-        )
-    return engine.multi_node(
+    # `topology` has already refused engines without multi-node support.
+    return ENGINES[launch.engine].multi_node(
         container_command(launch.argv),
         nodes=topo.group_size,
         rank=LWS_WORKER_INDEX,

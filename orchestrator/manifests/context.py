@@ -1,4 +1,4 @@
-"""ManifestContext: every value a Kubernetes template prints, decided here from a DeploymentPlan.
+"""ManifestContext: every value a Kubernetes template prints, decided here when a profile is planned.
 
 Templates only lay these values out (STYLE §8.8). `ManifestSet.values()` is also exactly what
 `render --helm-values` writes, so the Helm chart in charts/specdeploy renders the same objects
@@ -17,11 +17,17 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from orchestrator.engines import ENGINES
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.manifests import commands
 from orchestrator.memory.gpus import find_gpu
-from orchestrator.pipeline import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
-from orchestrator.profile.schema import Profile
+from orchestrator.plan.types import (
+    CONTAINER_DRAFT_DIR,
+    CONTAINER_TARGET_DIR,
+    ManifestInputs,
+    ModelLocation,
+)
+from orchestrator.profile.schema import ModelCacheSpec, Profile
 
 Variant = Literal["speculative", "baseline"]
 WorkloadKind = Literal["Deployment", "LeaderWorkerSet"]
@@ -41,10 +47,6 @@ GPU_RESOURCE_BY_LABEL: Final[dict[str, str]] = {
     "nvidia.com/gpu.product": "nvidia.com/gpu",
     "amd.com/gpu.product-name": "amd.com/gpu",
 }
-#: /dev/shm size limit per engine. vLLM: 2Gi in docs/deployment/k8s.md (NCCL/torch shared memory
-#: for tensor parallelism). SGLang: `docker run --shm-size 32g` in its install docs. TensorRT-LLM
-#: documents only `--ipc=host` (T-CONT), so it gets SGLang's figure. A limit, not an allocation.
-SHM_SIZE: Final[dict[str, str]] = {"vllm": "2Gi", "sglang": "32Gi", "trtllm": "32Gi"}
 #: Start-up budget before the first healthy answer: image pull, weight download and load, CUDA
 #: graph capture / compilation. vLLM's k8s guide: download and compilation "can take minutes";
 #: raise the startup failureThreshold when events say "failed startup probe". These are
@@ -144,35 +146,18 @@ class ManifestSet(CtxModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-class ModelCache(CtxModel):
-    """A PVC for the Hugging Face cache (proposed profile field deploy.model_cache)."""
-
-    size: str = "200Gi"
-    storage_class: str | None = None
-    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteMany"
-
-
-def build_manifest_set(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> ManifestSet:
-    """The context for every object of a valid plan (raises for an unusable topology; the
-    profile schema already keeps metadata.name short enough for every derived name)."""
-    profile = plan.profile
-    launch = plan.launch_for(container=True)
-    if profile is None or launch is None:
-        raise ValueError("build_manifest_set needs a plan without errors")
+def build_manifest_set(inputs: ManifestInputs) -> ManifestSet:
+    """The context for every object of a planned profile: its own variant, the baseline twin
+    when deploy.baseline asks for one, and the model-cache PVC when deploy.model_cache is set.
+    Raises an OrchestratorError (a finding of the plan) for a topology that cannot be rendered."""
+    profile = inputs.profile
+    cache = profile.deploy.model_cache
+    own: Variant = "speculative" if profile.speculative else "baseline"
+    variants = [_variant(inputs, inputs.launches.container, own)]
+    if profile.deploy.baseline and profile.speculative:
+        variants.append(_variant(inputs, inputs.launches.baseline_container, "baseline"))
     cache_ctx = _model_cache(profile, cache) if cache is not None else None
-    variants = [_variant(plan, launch, "speculative" if profile.speculative else "baseline", cache)]
-    baseline = plan.launch_for(container=True, baseline=True) if profile.deploy.baseline else None
-    if baseline is not None and profile.speculative:
-        variants.append(_variant(plan, baseline, "baseline", cache))
     return ManifestSet(variants=variants, model_cache=cache_ctx)
-
-
-def profile_model_cache(profile: Profile) -> ModelCache | None:
-    """The profile's `deploy.model_cache` block (size, storage_class, access_mode), if set."""
-    spec = profile.deploy.model_cache
-    if spec is None:
-        return None
-    return ModelCache.model_validate(spec.model_dump())
 
 
 def object_name(profile: Profile, variant: Variant) -> str:
@@ -192,11 +177,8 @@ def profile_hash(profile: Profile) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _variant(
-    plan: DeploymentPlan, launch: EngineLaunch, variant: Variant, cache: ModelCache | None
-) -> VariantContext:
-    assert plan.profile is not None
-    profile = plan.profile
+def _variant(inputs: ManifestInputs, launch: EngineLaunch, variant: Variant) -> VariantContext:
+    profile = inputs.profile
     name = object_name(profile, variant)
     labels = _labels(profile, launch, name, variant)
     audit = _audit(profile, launch, variant)
@@ -206,7 +188,7 @@ def _variant(
     selector = {"app.kubernetes.io/instance": name, PROFILE_LABEL: profile.metadata.name}
     topology = commands.topology(profile)
     config_map = _config_map(profile, launch, name, labels)
-    volumes, mounts = _volumes(plan, launch, variant, config_map, cache)
+    volumes, mounts = _volumes(inputs, launch, variant, config_map)
     gpus = _gpu_placement(profile, topology.gpus_per_pod)
     leader_command = commands.leader_command(launch, topology)
     pod = ServingPodContext(
@@ -216,7 +198,7 @@ def _variant(
         command=leader_command,
         env=_env(profile, launch),
         port=launch.port,
-        probes=_probes(plan, launch, variant),
+        probes=_probes(inputs, launch, variant),
         volumes=volumes,
         volume_mounts=mounts,
         **gpus,
@@ -327,19 +309,18 @@ def _config_map(
 
 
 def _volumes(
-    plan: DeploymentPlan,
+    inputs: ManifestInputs,
     launch: EngineLaunch,
     variant: Variant,
     config_map: ConfigMapContext | None,
-    cache: ModelCache | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    assert plan.profile is not None
-    shm = {"medium": "Memory", "sizeLimit": SHM_SIZE[launch.engine]}
+    profile = inputs.profile
+    shm = {"medium": "Memory", "sizeLimit": ENGINES[launch.engine].shm_size}
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": shm}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     hf_cache: dict[str, Any] = {"emptyDir": {}}
-    if cache is not None:
-        hf_cache = {"persistentVolumeClaim": {"claimName": _cache_name(plan.profile)}}
+    if profile.deploy.model_cache is not None:
+        hf_cache = {"persistentVolumeClaim": {"claimName": _cache_name(profile)}}
     volumes.append({"name": "hf-cache", **hf_cache})
     mounts.append({"name": "hf-cache", "mountPath": HF_CACHE_DIR})
     if config_map is not None:
@@ -350,9 +331,11 @@ def _volumes(
     # A local checkpoint directory is mounted from the node (hostPath): the profile names a path on
     # this machine, which a single-node cluster (kind, minikube, k3s) or nodes sharing that path
     # (NFS) can see. Hub models need no mount; they download into the HF cache.
-    local = [("target-model", plan.target_location, CONTAINER_TARGET_DIR)]
+    local: list[tuple[str, ModelLocation | None, str]] = [
+        ("target-model", inputs.target_location, CONTAINER_TARGET_DIR)
+    ]
     if variant == "speculative":
-        local.append(("draft-model", plan.draft_location, CONTAINER_DRAFT_DIR))
+        local.append(("draft-model", inputs.draft_location, CONTAINER_DRAFT_DIR))
     for volume, location, mount_path in local:
         if location is not None and location.local_dir is not None:
             host = {"path": str(location.local_dir), "type": "Directory"}
@@ -361,8 +344,8 @@ def _volumes(
     return volumes, mounts
 
 
-def _probes(plan: DeploymentPlan, launch: EngineLaunch, variant: Variant) -> Probes:
-    budget = _startup_budget_seconds(plan, variant)
+def _probes(inputs: ManifestInputs, launch: EngineLaunch, variant: Variant) -> Probes:
+    budget = _startup_budget_seconds(inputs, variant)
     threshold = math.ceil(budget / STARTUP_PERIOD_SECONDS)
     return Probes(
         startup=Probe(
@@ -387,17 +370,17 @@ def _probes(plan: DeploymentPlan, launch: EngineLaunch, variant: Variant) -> Pro
     )
 
 
-def _startup_budget_seconds(plan: DeploymentPlan, variant: Variant) -> int:
-    needed = [plan.target]
-    if variant == "speculative" and plan.draft_location is not None:
-        needed.append(plan.draft)
+def _startup_budget_seconds(inputs: ManifestInputs, variant: Variant) -> int:
+    needed = [inputs.target]
+    if variant == "speculative" and inputs.draft_location is not None:
+        needed.append(inputs.draft)
     sizes = [c.weight_bytes for c in needed if c is not None and c.weight_bytes is not None]
     if len(sizes) != len(needed):
         return STARTUP_UNKNOWN_WEIGHTS_SECONDS
     return STARTUP_BASE_SECONDS + math.ceil(sum(sizes) / 1024**3 * STARTUP_SECONDS_PER_GIB)
 
 
-def _model_cache(profile: Profile, cache: ModelCache) -> ModelCacheContext:
+def _model_cache(profile: Profile, cache: ModelCacheSpec) -> ModelCacheContext:
     spec: dict[str, Any] = {
         "accessModes": [cache.access_mode],
         "resources": {"requests": {"storage": cache.size}},

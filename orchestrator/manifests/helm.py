@@ -11,16 +11,13 @@ from typing import Any
 
 import yaml
 
-from orchestrator.manifests.context import ManifestSet, ModelCache, build_manifest_set
-from orchestrator.manifests.context import profile_model_cache as _profile_model_cache
-from orchestrator.pipeline import DeploymentPlan
+from orchestrator.manifests.context import ManifestSet
+from orchestrator.plan.types import DeploymentPlan
 
 
-def helm_values(plan: DeploymentPlan, *, cache: ModelCache | None = None) -> dict[str, Any]:
+def helm_values(plan: DeploymentPlan) -> dict[str, Any]:
     """Values for charts/specdeploy that render exactly the objects `render` writes."""
-    if cache is None and plan.profile is not None:
-        cache = _profile_model_cache(plan.profile)
-    return build_manifest_set(plan, cache=cache).values()
+    return plan.manifests.values()
 
 
 def helm_values_yaml(plan: DeploymentPlan) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.cli import COMMAND_MODULES
-from orchestrator.cli.core import PROFILE_RULES
+from orchestrator.compatibility.stage_findings import STAGE_FINDINGS
 from orchestrator.compatibility import all_rules
 from tests.support import REPO_ROOT
 
@@ -11,7 +11,7 @@ DOC = (REPO_ROOT / "docs" / "cli.md").read_text()
 
 
 def test_every_rule_id_is_documented() -> None:
-    for rule_id in {r.id for r in all_rules()} | set(PROFILE_RULES):
+    for rule_id in {r.id for r in all_rules()} | set(STAGE_FINDINGS):
         assert f"`{rule_id}`" in DOC, f"docs/cli.md does not list {rule_id}"
 
 

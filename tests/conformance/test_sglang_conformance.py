@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.pipeline import DeploymentPlan, build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan
 from orchestrator.profile.loading import load_profile
 from tests.conformance.referee import Referee, StandIns, flag_value, swap_sglang_models
 from tests.support import EXAMPLE_PROFILES, LOCAL_PROFILES
@@ -46,7 +47,7 @@ def test_there_is_an_sglang_example() -> None:
 def test_sglang_resolves_the_rendered_flags_unchanged(
     profile_path: Path, sglang_referee: Referee, stand_ins: StandIns
 ) -> None:
-    plan = build_plan(profile_path, offline=True)
+    plan = load_and_plan(profile_path, offline=True)
     argv = referee_argv(plan, stand_ins)
     verdict = sglang_referee.ask({"argv": argv, "resolve": True})
     assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
@@ -82,7 +83,7 @@ def test_every_rendered_sglang_flag_name_is_checked(
     profile_path: Path, sglang_referee: Referee, stand_ins: StandIns
 ) -> None:
     """Misspell each flag in turn (parse only): SGLang must refuse every one."""
-    argv = referee_argv(build_plan(profile_path, offline=True), stand_ins)
+    argv = referee_argv(load_and_plan(profile_path, offline=True), stand_ins)
     rendered_flags = [t for t in argv if t.startswith("--") and t != "--device"]
     assert sglang_referee.ask({"argv": argv, "resolve": False})["ok"]
     accepted = []
@@ -97,7 +98,7 @@ def test_every_rendered_sglang_flag_name_is_checked(
 
 
 def test_a_misspelt_algorithm_flag_is_refused(sglang_referee: Referee, stand_ins: StandIns) -> None:
-    argv = referee_argv(build_plan(SGLANG_PROFILES[0], offline=True), stand_ins)
+    argv = referee_argv(load_and_plan(SGLANG_PROFILES[0], offline=True), stand_ins)
     broken = ["--speculative-algoritm" if t == "--speculative-algorithm" else t for t in argv]
     verdict = sglang_referee.ask({"argv": broken, "resolve": False})
     assert not verdict["ok"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
 from tests.conformance import test_sglang_conformance as sglang_tests
 from tests.conformance import test_vllm_conformance as vllm_tests
 from tests.conformance.referee import Referee, StandIns
@@ -68,7 +68,7 @@ def test_vllm_variant(
     name: str, vllm_referee: Referee, stand_ins: StandIns, tmp_path: Path
 ) -> None:
     path = variant("vllm-qwen3-8b-ngram.yaml", f"v-{name}", VLLM_VARIANTS[name], tmp_path)
-    plan = build_plan(path, offline=True)
+    plan = load_and_plan(path, offline=True)
     assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
     argv = vllm_tests.referee_argv(plan, stand_ins)
     verdict = vllm_referee.ask({"argv": argv})
@@ -86,7 +86,7 @@ def test_sglang_variant(
     name: str, sglang_referee: Referee, stand_ins: StandIns, tmp_path: Path
 ) -> None:
     path = variant("sglang-qwen25-7b-standalone.yaml", f"s-{name}", SGLANG_VARIANTS[name], tmp_path)
-    plan = build_plan(path, offline=True)
+    plan = load_and_plan(path, offline=True)
     assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
     argv = sglang_tests.referee_argv(plan, stand_ins)
     verdict = sglang_referee.ask({"argv": argv, "resolve": True})

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.pipeline import DeploymentPlan, build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan
 from orchestrator.profile.loading import load_profile
 from tests.conformance.referee import Referee, StandIns, flag_value, swap_vllm_models
 from tests.support import EXAMPLE_PROFILES, LOCAL_PROFILES
@@ -47,7 +48,7 @@ def referee_argv(plan: DeploymentPlan, stand_ins: StandIns) -> list[str]:
 def test_vllm_builds_an_engine_config_from_the_rendered_flags(
     profile_path: Path, vllm_referee: Referee, stand_ins: StandIns
 ) -> None:
-    plan = build_plan(profile_path, offline=True)
+    plan = load_and_plan(profile_path, offline=True)
     argv = referee_argv(plan, stand_ins)
     verdict = vllm_referee.ask({"argv": argv})
     assert verdict["ok"], f"vLLM refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
@@ -76,7 +77,7 @@ def test_vllm_builds_an_engine_config_from_the_rendered_flags(
 
 
 def _tiny_draft_argv(stand_ins: StandIns) -> list[str]:
-    plan = build_plan(
+    plan = load_and_plan(
         Path(__file__).parents[2] / "profiles" / "local" / "tiny-draft.yaml", offline=True
     )
     return referee_argv(plan, stand_ins)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
-from orchestrator.manifests.rendering import manifests_for
+from orchestrator.emitters.kubernetes import manifests_for
 from tests.support import REPO_ROOT
 from tests.unit.manifests.conftest import valid_plan
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from orchestrator.deploy.dry_run_files import render_files
-from orchestrator.pipeline import build_plan
+from orchestrator.plan.build import load_and_plan
+from orchestrator.plan.types import DeploymentPlan
 from tests.support import PROFILES_DIR, Golden
 
 PROFILES = sorted(PROFILES_DIR.glob("*.yaml"))
@@ -27,8 +28,8 @@ def canonical(relpath: str, content: str) -> str:
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_rendered_plan_matches_golden(profile: Path, golden: Golden) -> None:
-    plan = build_plan(profile, offline=True)
-    assert plan.ok(), [f.what for f in plan.errors]
+    plan = load_and_plan(profile, offline=True)
+    assert isinstance(plan, DeploymentPlan), [f.what for f in plan.errors]
     files = render_files(plan)
     for relpath, content in sorted(files.items()):
         if relpath.endswith("launch.json"):

@@ -12,7 +12,6 @@ from orchestrator.compatibility.engine_rules import (
     extra_args_do_not_override_managed_flags,
     extra_args_use_no_removed_flag,
     kv_cache_dtype_is_spelled,
-    multi_node_group_is_renderable,
     pipeline_parallel_allows_speculation,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding
@@ -215,40 +214,6 @@ class TestPipelineParallelAllowsSpeculation:
             )
             == []
         )
-
-
-class TestMultiNodeGroupIsRenderable:
-    def test_trtllm_beyond_one_node_is_refused_at_validate_time(self) -> None:
-        finding = only(
-            multi_node_group_is_renderable(
-                ctx(
-                    engine={"name": "trtllm", "version": "1.2.1"},
-                    hardware={"gpu": "H100-80GB", "tensor_parallel_size": 16},
-                )
-            )
-        )
-        assert finding.rule == "engine.multi-node" and finding.severity == "error"
-        assert "16 GPUs" in finding.what and "needs 2 nodes" in finding.what
-        assert "MPI" in finding.why and "sglang or vllm" in finding.fix
-
-    def test_uneven_split_over_nodes_is_refused(self) -> None:
-        finding = only(
-            multi_node_group_is_renderable(
-                ctx(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 9, "gpus_per_node": 8})
-            )
-        )
-        assert "do not split evenly over 2 nodes" in finding.what
-        assert "divisible by 2" in finding.fix
-
-    def test_vllm_and_sglang_span_nodes(self) -> None:
-        hardware = {"gpu": "H100-80GB", "tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-        assert multi_node_group_is_renderable(ctx(hardware=hardware)) == []
-        assert multi_node_group_is_renderable(ctx(engine=SGLANG, hardware=hardware)) == []
-
-    def test_does_not_apply_within_one_node(self) -> None:
-        trtllm = {"name": "trtllm", "version": "1.2.1"}
-        hardware = {"gpu": "H100-80GB", "tensor_parallel_size": 8}
-        assert multi_node_group_is_renderable(ctx(engine=trtllm, hardware=hardware)) == []
 
 
 class TestExtraArgsUseNoRemovedFlag:

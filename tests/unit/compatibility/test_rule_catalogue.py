@@ -53,5 +53,4 @@ def test_every_contract_rule_is_implemented() -> None:
         "checkpoint.remote-code",
         "engine.kv-cache-dtype",
         "engine.cpu-memory-fraction",
-        "engine.multi-node",
     }

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.deploy.kubernetes_cluster import FIELD_MANAGER, KubernetesCluster
 from orchestrator.errors import DeployError
-from orchestrator.manifests.rendering import manifests_for
+from orchestrator.emitters.kubernetes import manifests_for
 from tests.support import REPO_ROOT
 from tests.unit.deploy.fake_kube import FakeKube
 from tests.unit.manifests.conftest import valid_plan

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.manifests.context import ModelCache
 from orchestrator.manifests.helm import chart_dir, helm_values, helm_values_yaml, values_schema
-from orchestrator.manifests.rendering import manifests_for
-from orchestrator.pipeline import DeploymentPlan
+from orchestrator.emitters.kubernetes import manifests_for
+from orchestrator.plan.types import DeploymentPlan
 from tests.support import EXAMPLE_PROFILES, REPO_ROOT
 from tests.unit.manifests.conftest import MakePlan, valid_plan
 
@@ -38,9 +37,9 @@ def run(helm: list[str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60)
 
 
-def helm_template(helm: list[str], plan: DeploymentPlan, tmp_path: Path, **kw: Any) -> list[Any]:
+def helm_template(helm: list[str], plan: DeploymentPlan, tmp_path: Path) -> list[Any]:
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(helm_values(plan, **kw)))
+    values.write_text(yaml.safe_dump(helm_values(plan)))
     done = run(helm, "template", "release", str(chart_dir()), "-f", str(values))
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -94,10 +93,10 @@ def test_helm_template_matches_render_for_other_shapes(
 def test_helm_template_matches_render_with_model_cache(
     helm: list[str], make_plan: MakePlan, tmp_path: Path
 ) -> None:
-    plan = make_plan(deploy={"baseline": True})
-    cache = ModelCache(size="10Gi", access_mode="ReadWriteOnce")
-    ours = [m.body for m in manifests_for(plan, cache=cache)]
-    assert_same_objects(ours, helm_template(helm, plan, tmp_path, cache=cache))
+    cache = {"size": "10Gi", "access_mode": "ReadWriteOnce"}
+    plan = make_plan(deploy={"baseline": True, "model_cache": cache})
+    ours = [m.body for m in manifests_for(plan)]
+    assert_same_objects(ours, helm_template(helm, plan, tmp_path))
 
 
 def test_schema_rejects_bad_values(helm: list[str], make_plan: MakePlan, tmp_path: Path) -> None:

@@ -10,17 +10,9 @@ import pytest
 import yaml
 
 from orchestrator.deploy.dry_run_files import render_files
-from orchestrator.errors import IncompatibleError, ProfileError
-from orchestrator.manifests.context import ModelCache, build_manifest_set
-from orchestrator.manifests.rendering import (
-    APPLY_ORDER_FILE,
-    Manifest,
-    ManifestError,
-    manifest_files,
-    manifests_for,
-    render_manifests,
-    templates_dir,
-)
+from orchestrator.emitters.base import APPLY_ORDER_FILE, Manifest, ManifestError
+from orchestrator.emitters.kubernetes import manifest_files, manifests_for, render_manifests
+from orchestrator.manifests.rendering import templates_dir
 from tests.support import EXAMPLE_PROFILES
 from tests.unit.manifests.conftest import MakePlan, valid_plan, validate_object
 
@@ -163,8 +155,9 @@ class TestDeployment:
         validate_object(deployment)
 
     def test_model_cache_pvc_is_applied_first_and_mounted(self, make_plan: MakePlan) -> None:
-        plan = make_plan(deploy={"baseline": True})
-        manifests = manifests_for(plan, cache=ModelCache(size="50Gi", storage_class="fast"))
+        cache = {"size": "50Gi", "storage_class": "fast"}
+        plan = make_plan(deploy={"baseline": True, "model_cache": cache})
+        manifests = manifests_for(plan)
         assert manifests[0].kind == "PersistentVolumeClaim"
         pvc = manifests[0].body
         assert pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
@@ -316,21 +309,6 @@ class TestMultiNode:
         for manifest in manifests:
             validate_object(manifest.body)
 
-    def test_trtllm_multi_node_is_refused(self, make_plan: MakePlan) -> None:
-        plan = make_plan(
-            engine={"name": "trtllm", "version": "1.2.1"},
-            proposer={"method": "ngram"},
-            hardware={"tensor_parallel_size": 16},
-        )
-        with pytest.raises(IncompatibleError, match="multi-node") as err:
-            manifests_for(plan)
-        assert "engine.name" in err.value.what and err.value.fix
-
-    def test_uneven_split_is_refused(self, make_plan: MakePlan) -> None:
-        plan = make_plan(hardware={"tensor_parallel_size": 9, "gpus_per_node": 8})
-        with pytest.raises(ProfileError, match="cannot be split evenly"):
-            manifests_for(plan)
-
 
 #: Strings crafted to break out of a YAML scalar, start a new document or add a key.
 INJECTIONS = [
@@ -411,16 +389,16 @@ class TestTemplates:
         assert len(re.findall(r"^kind: ", text, re.MULTILINE)) == 1
 
     def test_a_misspelt_value_is_an_error(self, make_plan: MakePlan) -> None:
-        values = build_manifest_set(make_plan()).values()
+        values = make_plan().manifests.values()
         del values["variants"][0]["pod"]["image"]
-        broken = type(build_manifest_set(make_plan()))
+        broken = type(make_plan().manifests)
         with pytest.raises(Exception):  # noqa: B017 - pydantic refuses before Jinja sees it
             broken.model_validate(values)
         env_values = values["variants"][0]
         from orchestrator.manifests import rendering
 
         with pytest.raises(ManifestError, match=r"deployment\.yaml\.j2.*image"):
-            rendering._render("deployment", ctx=env_values)
+            rendering.render_template("deployment", ctx=env_values)
 
     def test_parse_names_the_template(self) -> None:
         with pytest.raises(ManifestError, match=r"service\.yaml\.j2.*metadata\.name"):
@@ -432,6 +410,6 @@ class TestTemplates:
             Manifest.parse({"apiVersion": "v1"}, source="x")
 
     def test_render_manifests_is_deterministic(self, make_plan: MakePlan) -> None:
-        first = render_manifests(build_manifest_set(make_plan(deploy={"baseline": True})))
-        second = render_manifests(build_manifest_set(make_plan(deploy={"baseline": True})))
+        first = render_manifests(make_plan(deploy={"baseline": True}).manifests)
+        second = render_manifests(make_plan(deploy={"baseline": True}).manifests)
         assert [m.body for m in first] == [m.body for m in second]

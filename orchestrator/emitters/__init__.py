@@ -1,0 +1,1 @@
+"""Platform emitters: one module per platform behind `orchestrator.emitters.base.Emitter`."""

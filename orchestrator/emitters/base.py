@@ -1,0 +1,126 @@
+"""Emitter seam: a platform turns a `DeploymentPlan` into the objects it deploys.
+
+An emitter declares the kinds it produces, in apply order (what others reference first; delete
+goes in reverse), and which of them are workloads whose readiness `status` reports. `render`
+writes what `files()` returns; `apply`, `status` and `delete` work from `kinds`. Adding a
+platform is one module in `orchestrator/emitters/` and one line in `EMITTER_CLASSES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+
+import yaml
+
+from orchestrator.registry import LazyRegistry
+
+if TYPE_CHECKING:
+    from orchestrator.plan.types import DeploymentPlan
+
+#: The file listing the objects of `render --out DIR` in apply order (DESIGN §4).
+APPLY_ORDER_FILE: Final = "k8s/apply-order.txt"
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One kind an emitter produces."""
+
+    api_version: str
+    kind: str
+    workload: bool = False
+    """Its readiness is what `status` reports (Deployments, LeaderWorkerSets, custom resources
+    with a Ready condition)."""
+
+
+class ManifestError(ValueError):
+    """An emitter produced something that is not a Kubernetes object (a bug in the emitter)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One Kubernetes object as emitted, with what produced it (a template, an emitter)."""
+
+    body: dict[str, Any]
+    source: str
+
+    @classmethod
+    def parse(cls, doc: object, *, source: str) -> Manifest:
+        """Check that a parsed YAML document is an object Kubernetes can identify."""
+        if not isinstance(doc, dict):
+            raise ManifestError(f"{source} produced a {type(doc).__name__}, not a mapping")
+        for key in ("apiVersion", "kind"):
+            if not isinstance(doc.get(key), str) or not doc[key]:
+                raise ManifestError(f"{source} produced a document without {key}")
+        metadata = doc.get("metadata")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+            raise ManifestError(f"{source} produced a document without metadata.name")
+        return cls(body=doc, source=source)
+
+    @property
+    def kind(self) -> str:
+        return str(self.body["kind"])
+
+    @property
+    def api_version(self) -> str:
+        return str(self.body["apiVersion"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str | None:
+        value = self.body["metadata"].get("namespace")
+        return None if value is None else str(value)
+
+    @property
+    def filename(self) -> str:
+        """`k8s/<kind>-<name>.yaml`, the DESIGN §4 contract."""
+        return f"k8s/{self.kind.lower()}-{self.name}.yaml"
+
+
+class Emitter(Protocol):
+    """One platform's view of a deployment plan."""
+
+    name: ClassVar[str]
+    #: Every kind this platform's objects have, in apply order.
+    kinds: ClassVar[tuple[ResourceKind, ...]]
+
+    def emit(self, plan: DeploymentPlan) -> list[Manifest]:
+        """The objects for this plan, in apply order."""
+        ...
+
+    def files(self, plan: DeploymentPlan) -> dict[str, str]:
+        """What `render --out DIR` writes for this platform: relative path -> content."""
+        ...
+
+
+def sort_for_apply(manifests: list[Manifest], kinds: tuple[ResourceKind, ...]) -> list[Manifest]:
+    """Stable sort by the emitter's kind order, so referenced objects exist before what
+    references them (lightkube's `sort_objects` idea); unknown kinds go last."""
+    rank = {kind.kind: i for i, kind in enumerate(kinds)}
+    return sorted(manifests, key=lambda m: rank.get(m.kind, len(rank)))
+
+
+def manifest_files(manifests: list[Manifest]) -> dict[str, str]:
+    """`k8s/<kind>-<name>.yaml` per object, plus `k8s/apply-order.txt` listing them in order."""
+    files = {m.filename: canonical_yaml(m.body) for m in manifests}
+    order = [m.filename.removeprefix("k8s/") for m in manifests]
+    files[APPLY_ORDER_FILE] = "".join(f"{name}\n" for name in order)
+    return files
+
+
+def canonical_yaml(body: dict[str, Any]) -> str:
+    """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly)."""
+    return yaml.safe_dump(body, sort_keys=True, default_flow_style=False, width=1_000_000)
+
+
+#: Platform name -> (module, class); a module is imported on first use.
+EMITTER_CLASSES: Final[Mapping[str, tuple[str, str]]] = {
+    "kubernetes": ("orchestrator.emitters.kubernetes", "KubernetesEmitter"),
+}
+
+
+EMITTERS: Final[Mapping[str, Emitter]] = LazyRegistry("platform", EMITTER_CLASSES)

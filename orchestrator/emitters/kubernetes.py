@@ -1,0 +1,73 @@
+"""The `kubernetes` platform: plain Kubernetes objects from the Jinja2 templates.
+
+Each variant (the speculative deployment and its baseline twin) becomes one workload (a
+Deployment, or a LeaderWorkerSet when TP x PP exceeds gpus_per_node), one Service and, when the
+engine has config files, one ConfigMap; an optional PVC holds the shared model cache. The values
+are the plan's `ManifestSet` (decided when the profile was planned); the Helm chart in
+charts/specdeploy renders the same objects from the same values.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Final
+
+from orchestrator.emitters.base import (
+    Manifest,
+    ResourceKind,
+    sort_for_apply,
+)
+from orchestrator.emitters.base import manifest_files as files_of
+from orchestrator.manifests.rendering import render_template
+
+if TYPE_CHECKING:
+    from orchestrator.manifests.context import ManifestSet
+    from orchestrator.plan.types import DeploymentPlan
+
+#: Template per workload kind.
+WORKLOAD_TEMPLATE: Final[dict[str, str]] = {
+    "Deployment": "deployment",
+    "LeaderWorkerSet": "leaderworkerset",
+}
+
+
+class KubernetesEmitter:
+    """Deployments (or LeaderWorkerSets), Services, ConfigMaps and the model-cache PVC."""
+
+    name: ClassVar[str] = "kubernetes"
+    kinds: ClassVar[tuple[ResourceKind, ...]] = (
+        ResourceKind("v1", "ConfigMap"),
+        ResourceKind("v1", "PersistentVolumeClaim"),
+        ResourceKind("v1", "Service"),
+        ResourceKind("apps/v1", "Deployment", workload=True),
+        ResourceKind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", workload=True),
+    )
+
+    def emit(self, plan: DeploymentPlan) -> list[Manifest]:
+        return render_manifests(plan.manifests)
+
+    def files(self, plan: DeploymentPlan) -> dict[str, str]:
+        return files_of(self.emit(plan))
+
+
+def render_manifests(manifests: ManifestSet) -> list[Manifest]:
+    """Every object of one manifest set, parsed and checked, in apply order."""
+    rendered: list[Manifest] = []
+    values = manifests.values()
+    if values["modelCache"] is not None:
+        rendered += render_template("persistentvolumeclaim", cache=values["modelCache"])
+    for ctx in values["variants"]:
+        if ctx["configMap"] is not None:
+            rendered += render_template("configmap", ctx=ctx)
+        rendered += render_template("service", ctx=ctx)
+        rendered += render_template(WORKLOAD_TEMPLATE[ctx["workloadKind"]], ctx=ctx)
+    return sort_for_apply(rendered, KubernetesEmitter.kinds)
+
+
+def manifests_for(plan: DeploymentPlan) -> list[Manifest]:
+    """The Kubernetes objects of a plan, in apply order."""
+    return KubernetesEmitter().emit(plan)
+
+
+def manifest_files(plan: DeploymentPlan) -> dict[str, str]:
+    """`k8s/<kind>-<name>.yaml` per object, plus `k8s/apply-order.txt`."""
+    return KubernetesEmitter().files(plan)
