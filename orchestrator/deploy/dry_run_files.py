@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from orchestrator.emitters.base import EMITTERS
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import OrchestratorError
-from orchestrator.emitters.base import EMITTERS
 from orchestrator.plan.types import DeploymentPlan
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from orchestrator.engines import ENGINES
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import DeployError
-from orchestrator.engines import ENGINES
 from orchestrator.manifests.context import HF_CACHE_DIR, HF_TOKEN_KEY, profile_selector
 from orchestrator.plan.types import CONTAINER_DRAFT_DIR, CONTAINER_TARGET_DIR, DeploymentPlan
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from orchestrator.cli import COMMAND_MODULES
-from orchestrator.compatibility.stage_findings import STAGE_FINDINGS
 from orchestrator.compatibility import all_rules
+from orchestrator.compatibility.stage_findings import STAGE_FINDINGS
 from tests.support import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "cli.md").read_text()

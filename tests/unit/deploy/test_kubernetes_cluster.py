@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from orchestrator.deploy.kubernetes_cluster import FIELD_MANAGER, KubernetesCluster
-from orchestrator.errors import DeployError
 from orchestrator.emitters.kubernetes import manifests_for
+from orchestrator.errors import DeployError
 from tests.support import REPO_ROOT
 from tests.unit.deploy.fake_kube import FakeKube
 from tests.unit.manifests.conftest import valid_plan

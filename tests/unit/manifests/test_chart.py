@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.manifests.helm import chart_dir, helm_values, helm_values_yaml, values_schema
 from orchestrator.emitters.kubernetes import manifests_for
+from orchestrator.manifests.helm import chart_dir, helm_values, helm_values_yaml, values_schema
 from orchestrator.plan.types import DeploymentPlan
 from tests.support import EXAMPLE_PROFILES, REPO_ROOT
 from tests.unit.manifests.conftest import MakePlan, valid_plan
