@@ -1,5 +1,4 @@
-"""dev: developer tools (tiny local checkpoints for trying specdeploy without a GPU, compiled
-data files)."""
+"""dev: developer tools (tiny local checkpoints for trying specdeploy without a GPU)."""
 
 from __future__ import annotations
 
@@ -28,16 +27,6 @@ def make_tiny_models_cmd(directory: Path, python: str | None, force: bool) -> No
     click.echo(f"target:    {models.target}")
     click.echo(f"draft:     {models.draft}   (same tokenizer: a valid draft_model pairing)")
     click.echo(f"bad-draft: {models.bad_draft}   (other tokenizer: specdeploy refuses it)")
-
-
-@dev.command("compile-data")
-def compile_data_cmd() -> None:
-    """Rewrite the compiled JSON twins of the packaged YAML data files (capability matrix, GPU
-    catalog) after editing them. The CLI reads a twin only while it matches its YAML."""
-    from orchestrator.datafiles import compile_data_file, packaged_data_files
-
-    for source in packaged_data_files():
-        click.echo(f"wrote {compile_data_file(source)}")
 
 
 COMMANDS: tuple[click.Command, ...] = (dev,)

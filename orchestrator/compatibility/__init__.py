@@ -20,6 +20,7 @@ from orchestrator.compatibility import (
 )
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, run_rules
 from orchestrator.engines import ENGINES
+from orchestrator.engines.names import EngineName
 
 #: Modules of the rules that hold for every engine; each ends with an explicit RULES tuple.
 GENERIC_RULE_MODULES: Final[tuple[ModuleType, ...]] = (
@@ -32,7 +33,7 @@ GENERIC_RULE_MODULES: Final[tuple[ModuleType, ...]] = (
 GENERIC_RULES: Final[tuple[Rule, ...]] = tuple(r for m in GENERIC_RULE_MODULES for r in m.RULES)
 
 
-def rules_for(engine: str) -> tuple[Rule, ...]:
+def rules_for(engine: EngineName) -> tuple[Rule, ...]:
     """The rules that check a profile served by `engine`."""
     return GENERIC_RULES + ENGINES[engine].rules()
 

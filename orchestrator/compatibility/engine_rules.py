@@ -9,7 +9,7 @@ from __future__ import annotations
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.engines import ENGINES
 from orchestrator.engines.capabilities import known_versions, release_for
-from orchestrator.profile.schema import EngineName
+from orchestrator.profile.schema import EngineName, SpecMethod
 
 
 def _speculative(ctx: CompatContext) -> bool:
@@ -67,7 +67,7 @@ def _method_fix(ctx: CompatContext, supported: list[str]) -> str:
     return f"choose proposer.method from {supported}, or another engine.name"
 
 
-def _first_release_with(engine: EngineName, method: str) -> str | None:
+def _first_release_with(engine: EngineName, method: SpecMethod) -> str | None:
     for version in known_versions(engine):
         if method in release_for(engine, version).methods:
             return version

@@ -17,8 +17,9 @@ from orchestrator.errors import EXIT_INCOMPATIBLE, EXIT_OVER_BUDGET, EXIT_PROFIL
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
     from orchestrator.engines.capabilities import EngineRelease
+    from orchestrator.engines.names import EngineName
     from orchestrator.memory.budget import MemoryEstimate
-    from orchestrator.profile.schema import Profile
+    from orchestrator.profile.schema import Profile, SpecMethod
 
 Severity = Literal["error", "warning", "info"]
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -85,11 +86,11 @@ class CompatContext:
     unresolved: tuple[Unresolved, ...] = ()
 
     @property
-    def method(self) -> str:
+    def method(self) -> SpecMethod:
         return self.profile.proposer.method
 
     @property
-    def engine(self) -> str:
+    def engine(self) -> EngineName:
         return self.profile.engine.name
 
 

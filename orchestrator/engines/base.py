@@ -173,12 +173,14 @@ class Engine(Protocol):
         """Flags (or config keys) that only a speculative launch carries."""
         ...
 
-    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+    def draft_tensor_parallel_choices(
+        self, method: SpecMethod, target_tp: int
+    ) -> tuple[int, ...] | None:
         """The draft tensor parallel sizes the engine accepts, or None when it has no separate
         draft TP setting (the draft runs at the target's)."""
         ...
 
-    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         """Whether the engine runs this speculative method with pipeline parallelism."""
         ...
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.engines.names import EngineName
 
 Samples = Mapping[str, float]
 """Metric name (without labels) -> value summed over all label sets."""
@@ -16,7 +20,7 @@ Samples = Mapping[str, float]
 class Acceptance:
     """Speculative acceptance over one level, as the engine reports it."""
 
-    engine: str
+    engine: EngineName
     acceptance_rate: float | None
     mean_acceptance_length: float | None
     drafts: float | None = None

@@ -18,6 +18,7 @@ from orchestrator.engines.sglang_metrics import SglangMetrics
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.profile.schema import SpecMethod
 
 #: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
 #: name for native MTP layers (rewritten to EAGLE internally, with the target as draft).
@@ -94,11 +95,13 @@ class SglangEngine:
     def speculative_flags(self) -> frozenset[str]:
         return frozenset(f for f in self.managed_flags if f.startswith("--speculative-"))
 
-    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+    def draft_tensor_parallel_choices(
+        self, method: SpecMethod, target_tp: int
+    ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's --tp-size
 
-    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         # server_args refuses speculative decoding with pp_size > 1
         # (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/server_args.py).
         del method

@@ -25,6 +25,7 @@ from orchestrator.engines.trtllm_metrics import TrtllmMetrics
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.profile.schema import SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
 
@@ -135,11 +136,13 @@ class TrtllmEngine:
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"speculative_config"})
 
-    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+    def draft_tensor_parallel_choices(
+        self, method: SpecMethod, target_tp: int
+    ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's tensor_parallel_size
 
-    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         del method
         return True
 

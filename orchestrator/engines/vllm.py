@@ -20,6 +20,7 @@ from orchestrator.engines.vllm_metrics import VllmMetrics
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.profile.schema import SpecMethod
 
 #: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
 _METHOD: Final[Mapping[str, str]] = {
@@ -97,7 +98,9 @@ class VllmEngine:
     def speculative_flags(self) -> frozenset[str]:
         return frozenset({"--speculative-config"})
 
-    def draft_tensor_parallel_choices(self, method: str, target_tp: int) -> tuple[int, ...] | None:
+    def draft_tensor_parallel_choices(
+        self, method: SpecMethod, target_tp: int
+    ) -> tuple[int, ...] | None:
         # `_verify_and_get_draft_tp`: 1 or the target's TP; the draft_model proposer shares the
         # target's TP group, so it must be the target's
         # (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
@@ -105,7 +108,7 @@ class VllmEngine:
             return (target_tp,)
         return tuple(sorted({1, target_tp}))
 
-    def speculates_with_pipeline_parallel(self, method: str) -> bool:
+    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         # vLLM documents speculation as not composable with PP, except EAGLE-3 on recent releases
         # (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/features/spec_decode.md).
         return method == "eagle3"

@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.engines import ENGINES
+from orchestrator.engines.names import EngineName
 from orchestrator.memory import kv
 from orchestrator.memory.gpus import GIB, Gpu, find_gpu
 from orchestrator.memory.overheads import Overheads, engine_overheads
@@ -23,7 +24,7 @@ from orchestrator.memory.weights import (
     mtp_weight_bytes,
     target_weight_bytes,
 )
-from orchestrator.profile.schema import Profile
+from orchestrator.profile.schema import Profile, SpecMethod
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class MemoryEstimate:
     gpu_usable_gib: float
     gpu_memory_fraction: float
     budget_gib: float
-    engine: str
+    engine: EngineName
     engine_fraction: float
     target_weights_gib: float
     draft_weights_gib: float
@@ -68,7 +69,7 @@ class MemoryEstimate:
     baseline_kv_tokens: int
     baseline_max_concurrency: int
     one_sequence_fits: bool
-    method: str
+    method: SpecMethod
     tensor_parallel_size: int
     draft_tensor_parallel_size: int | None
     heaviest_rank: str
