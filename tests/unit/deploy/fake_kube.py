@@ -6,6 +6,10 @@ It serves the real paths the `kubernetes` client uses: discovery (/version, /api
 server-side apply semantics that matter here: Content-Type application/apply-patch+yaml (415
 otherwise), a fieldManager (422 otherwise), dryRun=All persists nothing, quantities come back as
 strings, resourceVersion changes only when the object changes, managedFields record the manager.
+Field ownership: each leaf field (a list counts as one) belongs to the manager that set it last;
+applying a different value to a field another manager owns is a 409 Conflict naming the manager
+and the field (a FieldManagerConflict cause, as the API server reports it), unless `force=true`,
+which takes the field over. `update()` changes a field as another tool would (kubectl edit).
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ class FakeKube:
     requests: list[tuple[str, str]] = field(default_factory=list)
     refuse: dict[str, int] = field(default_factory=dict)
     """Path substring -> HTTP status to answer with (e.g. 403 for an RBAC test)."""
+    owners: dict[tuple[str, str, str, str], dict[tuple[str, ...], str]] = field(
+        default_factory=dict
+    )
+    """Object key -> leaf field path -> the manager that owns it."""
     _version: int = 100
 
     def add(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
@@ -53,6 +61,19 @@ class FakeKube:
         meta.setdefault("namespace", "default")
         meta.setdefault("resourceVersion", self._next_version())
         self.objects[(gv, plural, meta["namespace"], meta["name"])] = obj
+
+    def update(self, key: tuple[str, str, str, str], path: str, value: Any, manager: str) -> None:
+        """Change one field of a stored object as another tool would (an Update by `manager`)."""
+        obj = self.objects[key]
+        parts = tuple(path.strip(".").split("."))
+        node = obj
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+        owners = self.owners.setdefault(key, {})
+        owners[parts] = manager
+        obj["metadata"]["managedFields"] = _managed_fields(owners, obj["apiVersion"])
+        obj["metadata"]["resourceVersion"] = self._next_version()
 
     def handle(self, request: Request) -> Response:
         self.requests.append((request.method, request.full_path.rstrip("?")))
@@ -94,13 +115,21 @@ class FakeKube:
         body = _stringify_quantities(copy.deepcopy(body))
         body["metadata"]["namespace"] = key[2]
         current = self.objects.get(key)
-        merged = _merge(current, body, manager)
+        owners = dict(self.owners.get(key, {}))
+        conflicts = _conflicts(current, body, owners, manager)
+        if conflicts and request.args.get("force") != "true":
+            return _conflict_status(conflicts, body["apiVersion"])
+        merged = _merge(current, body, manager, owners)
+        owners = {p: m for p, m in owners.items() if m != manager}
+        owners.update(dict.fromkeys(_leaves(body), manager))
+        merged["metadata"]["managedFields"] = _managed_fields(owners, body["apiVersion"])
         if current is not None and _content(current) == _content(merged):
             return _json(current)  # unchanged: same resourceVersion, nothing written
         merged["metadata"]["resourceVersion"] = self._next_version()
         if request.args.get("dryRun") == "All":
             return _json(merged)
         self.objects[key] = merged
+        self.owners[key] = owners
         return _json(merged, 201 if current is None else 200)
 
     def _delete(self, key: tuple[str, str, str, str]) -> Response:
@@ -174,27 +203,119 @@ class FakeKube:
         return str(self._version)
 
 
-def _merge(current: dict[str, Any] | None, body: dict[str, Any], manager: str) -> dict[str, Any]:
-    """The applied fields replace ours; status, uid and others' metadata stay."""
-    merged = copy.deepcopy(body)
-    meta = merged["metadata"]
-    if current is not None:
-        meta["uid"] = current["metadata"].get("uid")
-        meta["resourceVersion"] = current["metadata"].get("resourceVersion")
-        if "status" in current:
-            merged["status"] = copy.deepcopy(current["status"])
+def _merge(
+    current: dict[str, Any] | None,
+    body: dict[str, Any],
+    manager: str,
+    owners: dict[tuple[str, ...], str],
+) -> dict[str, Any]:
+    """The applied fields are set; fields this manager set before and no longer applies are
+    removed; fields other managers own, status and uid stay."""
+    if current is None:
+        merged = copy.deepcopy(body)
+        merged["metadata"]["uid"] = f"uid-{body['kind'].lower()}-{body['metadata']['name']}"
     else:
-        meta["uid"] = f"uid-{body['kind'].lower()}-{meta['name']}"
-    meta["managedFields"] = [
+        merged = copy.deepcopy(current)
+        applied = set(_leaves(body))
+        for path, owner in owners.items():
+            if owner == manager and path not in applied:
+                _remove(merged, path)
+        for path in applied:
+            _set(merged, path, copy.deepcopy(_at(body, path)))
+    return merged
+
+
+def _managed_fields(owners: dict[tuple[str, ...], str], api_version: str) -> list[dict[str, Any]]:
+    """metadata.managedFields: one entry per manager with the fields it owns (FieldsV1)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for path, manager in sorted(owners.items()):
+        fields = entries.setdefault(manager, {})
+        for part in path:
+            fields = fields.setdefault(f"f:{part}", {})
+    return [
         {
             "manager": manager,
-            "operation": "Apply",
-            "apiVersion": body["apiVersion"],
+            "operation": "Apply" if manager == "specdeploy" else "Update",
+            "apiVersion": api_version,
             "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:metadata": {}, "f:spec": {}},
+            "fieldsV1": fields,
         }
+        for manager, fields in entries.items()
     ]
-    return merged
+
+
+def _leaves(node: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Leaf field paths of an applied body (lists are atomic); metadata name and namespace,
+    apiVersion and kind identify the object rather than being owned."""
+    if not isinstance(node, dict) or not node:
+        return [prefix]
+    out: list[tuple[str, ...]] = []
+    for key, value in node.items():
+        path = (*prefix, key)
+        if path in (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")):
+            continue
+        out += _leaves(value, path)
+    return out
+
+
+def _set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for part in path[:-1]:
+        obj = obj.setdefault(part, {})
+    obj[path[-1]] = value
+
+
+def _remove(obj: dict[str, Any], path: tuple[str, ...]) -> None:
+    parent = _at(obj, path[:-1])
+    if isinstance(parent, dict):
+        parent.pop(path[-1], None)
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def _conflicts(
+    current: dict[str, Any] | None,
+    body: dict[str, Any],
+    owners: dict[tuple[str, ...], str],
+    manager: str,
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(other manager, path) for each field the apply changes that another manager owns."""
+    if current is None:
+        return []
+    return [
+        (owners[path], path)
+        for path in _leaves(body)
+        if owners.get(path, manager) != manager and _at(current, path) != _at(body, path)
+    ]
+
+
+def _conflict_status(conflicts: list[tuple[str, tuple[str, ...]]], api_version: str) -> Response:
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f'conflict with "{owner}" using {api_version}',
+            "field": "." + ".".join(path),
+        }
+        for owner, path in conflicts
+    ]
+    message = f"Apply failed with {len(causes)} conflict(s): " + "; ".join(
+        f"{c['message']}: {c['field']}" for c in causes
+    )
+    document = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": "Conflict",
+        "details": {"causes": causes},
+        "code": 409,
+    }
+    return _json(document, 409)
 
 
 def _content(obj: dict[str, Any]) -> str:

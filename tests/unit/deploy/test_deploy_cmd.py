@@ -77,3 +77,24 @@ def test_missing_kubeconfig_exits_6(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["status", str(profile)], env=env)
     assert result.exit_code == 6, result.output
     assert "kube" in result.output.lower() and "Traceback" not in result.output
+
+
+def test_apply_refuses_fields_another_manager_owns_until_forced(
+    httpserver: HTTPServer, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    from orchestrator.cli import cli
+
+    env = {"KUBECONFIG": str(kubeconfig(tmp_path, httpserver.url_for("").rstrip("/")))}
+    runner = CliRunner()
+    assert runner.invoke(cli, ["apply", str(PROFILE), "--offline"], env=env).exit_code == 0
+    key = ("apis/apps/v1", "deployments", "team", "qwen3-8b-ngram")
+    fake_kube.update(key, "spec.replicas", 5, manager="kubectl-scale")
+    refused = runner.invoke(cli, ["apply", str(PROFILE), "--offline"], env=env)
+    assert refused.exit_code == 6, refused.output
+    assert '"kubectl-scale"' in refused.output and "--force-conflicts" in refused.output
+    # Objects before the Deployment landed and say so, one line each, before the error.
+    assert "service/qwen3-8b-ngram unchanged" in refused.output
+    forced = runner.invoke(cli, ["apply", str(PROFILE), "--offline", "--force-conflicts"], env=env)
+    assert forced.exit_code == 0, forced.output
+    assert "deployment/qwen3-8b-ngram configured" in forced.output
+    assert fake_kube.objects[key]["spec"]["replicas"] == 1

@@ -91,6 +91,65 @@ class TestApply:
             cluster.apply(manifests)
         assert "refused by the fake" in err.value.why and "RBAC" in err.value.fix
 
+    def test_a_refusal_midway_names_what_is_already_in_the_cluster(
+        self, cluster: KubernetesCluster, fake_kube: FakeKube
+    ) -> None:
+        fake_kube.refuse["/deployments/"] = 403
+        _, manifests = plan_and_manifests()
+        landed = []
+        with pytest.raises(DeployError) as err:
+            for result in cluster.apply_each(manifests):
+                landed.append(f"{result.kind.lower()}/{result.name}")
+        assert landed == ["service/qwen3-4b-draft", "service/qwen3-4b-draft-baseline"]
+        assert "2 of 4 objects were applied before this one" in err.value.why
+        assert all(name in err.value.why for name in landed)
+        assert "specdeploy delete" in err.value.fix
+
+
+class TestConflicts:
+    """Fields another manager owns are not taken silently (server-side apply without force)."""
+
+    KEY = ("apis/apps/v1", "deployments", "llm", "qwen3-4b-draft")
+
+    def test_a_field_changed_by_another_manager_is_a_conflict_naming_both(
+        self, cluster: KubernetesCluster, fake_kube: FakeKube
+    ) -> None:
+        _, manifests = plan_and_manifests()
+        cluster.apply(manifests)
+        fake_kube.update(self.KEY, "spec.replicas", 3, manager="kubectl-edit")
+        with pytest.raises(DeployError) as err:
+            cluster.apply(manifests)
+        assert err.value.exit_code == 6
+        assert '"kubectl-edit"' in err.value.what and ".spec.replicas" in err.value.what
+        assert "--force-conflicts" in err.value.fix
+        assert fake_kube.objects[self.KEY]["spec"]["replicas"] == 3  # nothing taken
+        patch = [p for m, p in fake_kube.requests if m == "PATCH"][-1]
+        assert "force=" not in patch
+
+    def test_force_conflicts_takes_the_field_over(
+        self, cluster: KubernetesCluster, fake_kube: FakeKube
+    ) -> None:
+        _, manifests = plan_and_manifests()
+        cluster.apply(manifests)
+        fake_kube.update(self.KEY, "spec.replicas", 3, manager="kubectl-edit")
+        results = cluster.apply(manifests, force_conflicts=True)
+        changed = next(r for r in results if r.kind == "Deployment" and r.name == self.KEY[3])
+        assert changed.action == "configured" and "-  replicas: 3" in changed.diff
+        stored = fake_kube.objects[self.KEY]
+        assert stored["spec"]["replicas"] == 1
+        managers = {e["manager"] for e in stored["metadata"]["managedFields"]}
+        assert managers == {FIELD_MANAGER}
+
+    def test_fields_only_another_manager_sets_are_left_alone(
+        self, cluster: KubernetesCluster, fake_kube: FakeKube
+    ) -> None:
+        _, manifests = plan_and_manifests()
+        cluster.apply(manifests)
+        fake_kube.update(self.KEY, "metadata.annotations.team/owner", "ml", manager="kubectl")
+        results = cluster.apply(manifests)
+        assert {r.action for r in results} == {"unchanged"}
+        assert fake_kube.objects[self.KEY]["metadata"]["annotations"]["team/owner"] == "ml"
+
 
 def _fresh(cluster: KubernetesCluster) -> KubernetesCluster:
     """A new client, so discovery sees the fake's current API groups."""
