@@ -113,8 +113,11 @@ def manifest_files(manifests: list[Manifest]) -> dict[str, str]:
 
 
 def canonical_yaml(body: dict[str, Any]) -> str:
-    """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly)."""
-    return yaml.safe_dump(body, sort_keys=True, default_flow_style=False, width=1_000_000)
+    """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly), in
+    UTF-8 (escaped, a character outside the Basic Multilingual Plane would be a surrogate pair)."""
+    return yaml.safe_dump(
+        body, sort_keys=True, default_flow_style=False, width=1_000_000, allow_unicode=True
+    )
 
 
 #: Platform name -> (module, class); a module is imported on first use.

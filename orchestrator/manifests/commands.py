@@ -72,9 +72,12 @@ def topology(profile: Profile) -> Topology:
 
 
 def container_command(argv: Sequence[str]) -> list[str]:
-    """The argv as a Kubernetes command: `$(` is escaped as `$$(` so the kubelet never expands a
-    variable reference that came from the profile (e.g. in extra_args)."""
-    return [token.replace("$(", "$$(") for token in argv]
+    """The argv as a Kubernetes command. The kubelet expands `$(VAR)` in command and args and
+    turns `$$` into `$` (https://github.com/kubernetes/kubernetes/blob/v1.33.0/third_party/forked/
+    golang/expansion/expand.go), so every `$` is doubled: the container receives exactly the
+    argv, and a `$(HF_TOKEN)` or `$$(HF_TOKEN)` written in the profile never becomes the
+    secret's value."""
+    return [token.replace("$", "$$") for token in argv]
 
 
 def leader_command(launch: EngineLaunch, topo: Topology) -> list[str]:

@@ -23,7 +23,8 @@ def helm_values(plan: DeploymentPlan) -> dict[str, Any]:
 def helm_values_yaml(plan: DeploymentPlan) -> str:
     """`helm_values` as the YAML file `render --helm-values FILE` writes."""
     header = "# Values for charts/specdeploy, written by `specdeploy render --helm-values`.\n"
-    return header + yaml.safe_dump(helm_values(plan), sort_keys=True, width=1_000_000)
+    values = helm_values(plan)
+    return header + yaml.safe_dump(values, sort_keys=True, width=1_000_000, allow_unicode=True)
 
 
 def values_schema() -> dict[str, Any]:

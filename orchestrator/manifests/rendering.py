@@ -7,9 +7,10 @@ out values decided in Python (`manifests/context.py`); `render_template` refuses
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import jinja2
 import markupsafe
@@ -44,10 +45,23 @@ def _environment() -> jinja2.Environment:
 
 def _tojson(value: Any) -> markupsafe.Markup:
     """Jinja's tojson (JSON is YAML; `<>&'` escaped), but a missing value is an UndefinedError
-    naming it instead of a TypeError from the JSON encoder."""
+    naming it instead of a TypeError from the JSON encoder. Text stays UTF-8: JSON's ASCII escapes
+    spell a character outside the Basic Multilingual Plane as a surrogate pair, which YAML reads
+    as two lone surrogates that kubectl refuses. The few characters YAML may not carry raw
+    (DEL, C1 controls, U+FFFE/U+FFFF) are escaped, each a single code point."""
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
-    return htmlsafe_json_dumps(value, sort_keys=True)
+    text = htmlsafe_json_dumps(value, sort_keys=True, ensure_ascii=False)
+    return markupsafe.Markup(_NOT_YAML_PRINTABLE.sub(_escape, str(text)))
+
+
+#: Characters outside YAML 1.1's printable set that JSON leaves raw with ensure_ascii=False
+#: (https://yaml.org/spec/1.1/#c-printable); all are in the BMP, so \uXXXX spells each one.
+_NOT_YAML_PRINTABLE: Final = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def render_template(template: str, **values: Any) -> list[Manifest]:
