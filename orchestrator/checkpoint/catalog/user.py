@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
@@ -83,6 +81,10 @@ def _entry(
     added_from: str,
     hf_quant_config: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
+    # Only `catalog add` writes; resolution (every validate) imports this module, so the
+    # writer's modules load here rather than at start-up.
+    from datetime import datetime, timezone
+
     entry: dict[str, Any] = {
         "roles": ["head"] if info.eagle is not None else ["target"],
         "added_from": added_from,
@@ -127,6 +129,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, document: dict[str, Any]) -> None:
+    import tempfile  # see _entry: only `catalog add` writes
+
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".json")
