@@ -64,3 +64,13 @@ def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(socket.socket, "connect", guarded)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_catalog(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A developer's own user catalog (~/.config/specdeploy/catalog.json) never leaks into a test:
+    every test resolves against an empty one unless it records entries itself."""
+    path = tmp_path_factory.mktemp("user-catalog") / "catalog.json"
+    monkeypatch.setenv("SPECDEPLOY_CATALOG", str(path))

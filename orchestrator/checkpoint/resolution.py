@@ -1,4 +1,5 @@
-"""Find a model's metadata: local directory, Hugging Face cache, the hub (small files), catalog.
+"""Find a model's metadata: local directory, Hugging Face cache, the hub (small files), then the
+user catalog (`specdeploy catalog add`) and the built-in catalog.
 
 The order is DESIGN.md §3. Each place that was tried and failed is recorded, so an unresolvable
 model becomes an `Unresolved` that says exactly where specdeploy looked and why each place failed.
@@ -15,8 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.checkpoint.catalog import catalog_info
+from orchestrator.checkpoint.catalog.user import user_catalog_info, user_catalog_path
 from orchestrator.checkpoint.info import CheckpointInfo, Unresolved, looks_like_path
 from orchestrator.checkpoint.reading import METADATA_FILES, read_checkpoint_dir
+from orchestrator.errors import OrchestratorError
 
 __all__ = ["CheckpointResolver", "looks_like_path"]
 
@@ -59,8 +62,8 @@ class CheckpointResolver:
             found = step(model, revision, tried)
             if found is not None:
                 return found
-        info = catalog_info(model)
-        if info is not None and revision is not None:
+        info = _from_user_catalog(model, tried) or catalog_info(model)
+        if info is not None and revision is not None and revision != info.revision:
             note = f"; revision {revision} not checked (catalog facts are not versioned)"
             return replace(info, location=info.location + note)
         if info is not None:
@@ -123,6 +126,19 @@ class CheckpointResolver:
         return read_checkpoint_dir(
             snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
         )
+
+
+def _from_user_catalog(model: str, tried: list[str]) -> CheckpointInfo | None:
+    """The user catalog ranks above the built-in one: a team's recorded checkpoint carries its
+    tokenizer fingerprint and weight facts, the built-in entry only cited config fields."""
+    try:
+        info = user_catalog_info(model)
+    except OrchestratorError as exc:  # a damaged file must not hide the built-in catalog
+        tried.append(exc.what)
+        return None
+    if info is None:
+        tried.append(f"user catalog {user_catalog_path()}: no entry for {model}")
+    return info
 
 
 def _only_snapshot(cache: Path, model: str) -> Path | None:

@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, str] = {
     "status": "orchestrator.cli.deploy_cmd",
     "delete": "orchestrator.cli.deploy_cmd",
     "inspect": "orchestrator.cli.inspect_cmd",
+    "catalog": "orchestrator.cli.catalog_cmd",
     "dev": "orchestrator.cli.dev_cmd",
     "run": "orchestrator.cli.run_cmd",
 }

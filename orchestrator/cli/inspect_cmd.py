@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 def inspect(model: str, revision: str | None, output: str, offline: bool) -> None:
     """Show the metadata of MODEL (hub id or local directory) and where it was found.
 
-    Looks in the local directory, the Hugging Face cache, the hub (small files only) and the
-    built-in catalog, in that order. Exit 4 when the model cannot be found anywhere allowed.
+    Looks in the local directory, the Hugging Face cache, the hub (small files only), the user
+    catalog (`specdeploy catalog add`) and the built-in catalog, in that order, and says which
+    catalog answered. Exit 4 when the model cannot be found anywhere allowed.
     """
     from orchestrator.checkpoint.info import Unresolved
     from orchestrator.checkpoint.resolution import CheckpointResolver
@@ -51,7 +52,10 @@ def inspect(model: str, revision: str | None, output: str, offline: bool) -> Non
 def _document(info: CheckpointInfo) -> dict[str, Any]:
     import dataclasses
 
+    from orchestrator.checkpoint.catalog import answering_catalog
+
     doc: dict[str, Any] = dataclasses.asdict(info)
+    doc["catalog"] = answering_catalog(info)
     doc["derived"] = {
         "resolved_head_dim": info.resolved_head_dim,
         "kv_heads": info.kv_heads,

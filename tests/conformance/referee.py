@@ -17,10 +17,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
+from orchestrator.checkpoint.catalog import catalog_entry
 from orchestrator.checkpoint.info import CheckpointInfo
 from tests.support import REPO_ROOT
 
@@ -129,13 +129,9 @@ def assumed_config(ref: str, info: CheckpointInfo | None) -> dict[str, Any]:
     if info is not None and info.source in ("local", "hf-cache"):
         loaded: dict[str, Any] = json.loads((Path(info.location) / "config.json").read_text())
         return loaded
-    catalog = json.loads(
-        resources.files("orchestrator.checkpoint.catalog").joinpath("models.json").read_text()
-    )
-    for name, entry in catalog["models"].items():
-        if name.lower() == ref.lower():
-            config: dict[str, Any] = entry["config"]
-            return config
+    entry = catalog_entry(ref)
+    if entry is not None:
+        return dict(entry.config)
     raise LookupError(f"{ref}: neither a local checkpoint nor in specdeploy's catalog")
 
 

@@ -1,31 +1,44 @@
 """The built-in catalog: cited config facts of popular models, the last resort of resolution.
 
-Data lives in `models.json` beside this module. Tokenizer files are not shipped, so each model
-names a documented tokenizer family instead (`tokenizer_families`), and rules that compare
-tokenizers say when they compared families rather than file content.
+Data lives beside this module: `models/<family>.json` (one file per model family, each entry keyed
+by its hub id) and `tokenizers.json`. Nothing is read until resolution reaches the catalog. Tokenizer
+files are not shipped, so each model names a documented tokenizer family instead
+(`tokenizer_families`), and rules that compare tokenizers say when they compared families rather
+than file content. The user's own catalog (`catalog.user`) ranks above this one.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, cast
 
-from orchestrator.checkpoint.eagle import eagle_head_info
-from orchestrator.checkpoint.info import (
-    CheckpointInfo,
-    EagleGeneration,
-    EagleHeadInfo,
-    HeadFormat,
+from orchestrator.checkpoint.catalog.entries import (
+    USER_LOCATION_PREFIX,
+    CatalogEntry,
+    CatalogKind,
+    entry_info,
+    parse_entry,
 )
-from orchestrator.checkpoint.reading import info_from_config
+from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.datafiles import package_file
+
+__all__ = [
+    "CatalogEntry",
+    "TokenizerFamily",
+    "answering_catalog",
+    "catalog_entries",
+    "catalog_entry",
+    "catalog_info",
+    "catalog_models",
+    "tokenizer_family",
+]
 
 
 @dataclass(frozen=True)
 class TokenizerFamily:
-    """A tokenizer shared by several models, as the reference documents it."""
+    """A tokenizer shared by several models, as a public source documents it."""
 
     id: str
     vocab_len: int | None
@@ -35,74 +48,72 @@ class TokenizerFamily:
 
 
 def catalog_info(model: str) -> CheckpointInfo | None:
-    """The catalog's facts about `model` (hub id, case-insensitive), or None."""
-    entry = _models().get(model.lower())
-    if entry is None:
+    """The built-in catalog's facts about `model` (hub id or alias, case-insensitive), or None."""
+    entry = catalog_entry(model)
+    return entry_info(entry, model) if entry is not None else None
+
+
+def answering_catalog(info: CheckpointInfo) -> CatalogKind | None:
+    """Which catalog `info` came from ("user" or "built-in"), or None when it was read from files."""
+    if info.source != "catalog":
         return None
-    name, data = entry
-    sources = tuple(str(s) for s in data.get("sources", ()))
-    config = cast(dict[str, Any], data.get("config", {}))
-    info = info_from_config(
-        config,
-        ref=model,
-        source="catalog",
-        location=f"built-in catalog entry {name} ({sources[0] if sources else 'no source'})",
-        revision=None,
-    )
-    return replace(
-        info,
-        eagle=_eagle(config, data.get("eagle")),
-        tokenizer_family=data.get("tokenizer_family"),
-        weight_bytes=data.get("weight_bytes"),
-        param_count=data.get("param_count"),
-        unverified=tuple(data.get("unverified", ())),
-        sources=sources,
-        missing=("tokenizer.json", "model.safetensors.index.json"),
-    )
+    return "user" if info.location.startswith(USER_LOCATION_PREFIX) else "built-in"
+
+
+def catalog_entry(model: str) -> CatalogEntry | None:
+    """The built-in catalog's entry for `model` (hub id or alias, case-insensitive), or None."""
+    found = _index().get(model.lower())
+    return _parse(*found) if found is not None else None
+
+
+def catalog_entries() -> tuple[CatalogEntry, ...]:
+    """Every entry of the built-in catalog, in file order."""
+    return tuple(_parse(*raw) for raw in _raw_entries())
+
+
+def catalog_models() -> tuple[str, ...]:
+    """Every model id in the built-in catalog, as spelt on the hub."""
+    return tuple(model for model, _, _ in _raw_entries())
 
 
 def tokenizer_family(family_id: str) -> TokenizerFamily | None:
     """A documented tokenizer family by id."""
-    data = _document()["tokenizer_families"].get(family_id)
+    data = _tokenizer_families().get(family_id)
     if data is None:
         return None
     return TokenizerFamily(family_id, data.get("vocab_len"), data.get("extends"), data["source"])
 
 
-def catalog_models() -> tuple[str, ...]:
-    """Every model id in the catalog, as spelt on the hub."""
-    return tuple(name for name, _ in _models().values())
+RawEntry = tuple[str, dict[str, Any], str]
+"""(hub id, the entry's JSON object, the file it is in); parsed only when asked for."""
 
 
-def _eagle(config: dict[str, Any], override: Any) -> EagleHeadInfo | None:
-    """Heads whose config the reference could not read carry their generation explicitly."""
-    head = eagle_head_info(config, None)
-    if not isinstance(override, dict):
-        return head
-    generation = cast(EagleGeneration, override["generation"])
-    head_format = cast(HeadFormat, override.get("format", "raw"))
-    if head is None:
-        hidden = config.get("hidden_size")
-        return EagleHeadInfo(
-            generation=generation,
-            format=head_format,
-            hidden_size=hidden,
-            target_hidden_size=config.get("target_hidden_size") or hidden,
-            vocab_size=config.get("vocab_size"),
-            draft_vocab_size=config.get("draft_vocab_size"),
-            has_d2t=override.get("has_d2t"),
-            aux_layer_ids=None,
-        )
-    return replace(head, generation=generation, format=head_format, has_d2t=override.get("has_d2t"))
+def _parse(model: str, data: dict[str, Any], location: str) -> CatalogEntry:
+    return parse_entry(model, data, "built-in", location)
 
 
 @functools.cache
-def _models() -> dict[str, tuple[str, dict[str, Any]]]:
-    models = cast(dict[str, dict[str, Any]], _document()["models"])
-    return {name.lower(): (name, data) for name, data in models.items()}
+def _index() -> dict[str, RawEntry]:
+    index: dict[str, RawEntry] = {}
+    for raw in _raw_entries():
+        for name in (raw[0], *raw[1].get("aliases", ())):
+            index.setdefault(str(name).lower(), raw)
+    return index
 
 
 @functools.cache
-def _document() -> dict[str, Any]:
-    text = package_file(__name__, "models.json").read_text("utf-8")
-    return cast(dict[str, Any], json.loads(text))
+def _raw_entries() -> tuple[RawEntry, ...]:
+    directory = package_file(__name__, "models")
+    entries: list[RawEntry] = []
+    for path in sorted(directory.glob("*.json")):
+        document = cast(dict[str, Any], json.loads(path.read_text("utf-8")))
+        location = f"models/{path.name}"
+        models = cast(dict[str, dict[str, Any]], document["models"])
+        entries.extend((model, data, location) for model, data in models.items())
+    return tuple(entries)
+
+
+@functools.cache
+def _tokenizer_families() -> dict[str, dict[str, Any]]:
+    text = package_file(__name__, "tokenizers.json").read_text("utf-8")
+    return cast(dict[str, dict[str, Any]], json.loads(text)["tokenizer_families"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def test_unknown_hub_id_offline_says_where_it_looked(tmp_path: Path) -> None:
     assert isinstance(found, Unresolved)
     places = [t.split(":")[0] for t in found.tried]
     assert places == ["local directory", f"Hugging Face cache {tmp_path / 'hub'}", "hub",
-                      "built-in catalog"]  # fmt: skip
+                      f"user catalog {os.environ['SPECDEPLOY_CATALOG']}", "built-in catalog"]  # fmt: skip
     assert "skipped (offline" in found.tried[2]
 
 

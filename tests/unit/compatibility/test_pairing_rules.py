@@ -273,7 +273,7 @@ class TestEagleHeadHiddenSizeMatches:
         assert eagle_head_hidden_size_matches(ctx) == []
 
     def test_cannot_check_an_unknown_head_width(self) -> None:
-        draft = catalog("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B")
+        draft = catalog("RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3")
         ctx = context("eagle3", target=catalog("meta-llama/Llama-3.3-70B-Instruct"), draft=draft)
         finding = one(eagle_head_hidden_size_matches(ctx))
         assert finding.severity == "info" and "huggingface-cli download" in finding.fix
