@@ -56,6 +56,21 @@ class LaunchSpec:
 
 
 @dataclass(frozen=True)
+class ModelDownload:
+    """A hub checkpoint the deploy target fetches into `target_dir` before the engine starts
+    (for engine releases that only load some models from a local directory)."""
+
+    repo_id: str
+    revision: str | None
+    """Hub commit, tag or branch; None means the default branch."""
+    target_dir: str
+    """Absolute directory inside the engine container; the launch refers to the model by it."""
+
+    def as_json(self) -> dict[str, object]:
+        return {"repo_id": self.repo_id, "revision": self.revision, "target_dir": self.target_dir}
+
+
+@dataclass(frozen=True)
 class EngineLaunch:
     """How to start one engine process: image, argv (one token per element), env and files."""
 
@@ -74,9 +89,12 @@ class EngineLaunch:
     config_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """File name -> content, written beside launch.json and mounted at `config_dir`."""
     config_dir: str = "/etc/specdeploy"
+    downloads: tuple[ModelDownload, ...] = ()
+    """Models to fetch before the engine starts (a Kubernetes init container); the argv and
+    config files already name them by their `target_dir`."""
 
     def as_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "engine": self.engine,
             "version": self.version,
             "image": self.image,
@@ -88,6 +106,9 @@ class EngineLaunch:
             "metrics_path": self.metrics_path,
             "config_files": sorted(self.config_files),
         }
+        if self.downloads:  # only launches that need one carry the key
+            out["downloads"] = [d.as_json() for d in self.downloads]
+        return out
 
 
 class EngineMemory(Protocol):

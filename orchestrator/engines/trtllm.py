@@ -1,33 +1,38 @@
 """TensorRT-LLM: `trtllm-serve MODEL --config <yaml>` with the LLM-API options in a YAML file.
 
 The YAML is dumped from the typed models below (extra keys forbidden), not templated. Field names
-follow `tensorrt_llm/llmapi/llm_args.py` (TorchLlmArgs, DecodingBaseConfig and subclasses; read at
-1.0-era commit of NVIDIA/TensorRT-LLM and the 1.2/newest versions in sglang_trtllm.md B2-B5).
-TensorRT-LLM cannot be installed on CPU-only machines, so these models are its referee.
+follow `tensorrt_llm/llmapi/llm_args.py` (TorchLlmArgs, DecodingBaseConfig and subclasses) as read
+at releases 1.0.0, 1.1.0, 1.2.0 and 1.2.1; tests/fixtures/trtllm/ holds what each release accepts
+and tests/conformance/trtllm_referee.py checks every rendered key and flag against it.
 
 Parallelism and limits are written both as trtllm-serve flags and in the YAML with the same
-values: 1.2-era trtllm-serve lets the YAML override flags, newer releases the reverse (B1), so
-identical values keep the launch correct under either precedence.
+values: 1.0-1.2 trtllm-serve lets the YAML override flags (`llm_args | yaml` in
+update_llm_args_with_extra_dict), newer releases may do the reverse (B1), so identical values keep
+the launch correct under either precedence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.base import EngineLaunch, LaunchSpec, ModelDownload
 from orchestrator.engines.names import EngineName
-from orchestrator.engines.trtllm_memory import TrtllmMemory
+from orchestrator.engines.trtllm_memory import TrtllmMemory, effective_max_num_tokens
 from orchestrator.engines.trtllm_metrics import TrtllmMetrics
+from orchestrator.profile.schema import NgramSpec
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.profile.schema import SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
+#: Where a draft/head the engine cannot fetch itself is downloaded before it starts.
+DRAFT_DOWNLOAD_DIR: Final = "/models/downloads/draft"
 
 #: specdeploy method -> speculative_config.decoding_type (DecodingBaseConfig.from_dict keys).
 DECODING_TYPE: Final[Mapping[str, str]] = {
@@ -58,7 +63,7 @@ class SpeculativeConfig(_Options):
     speculative_model_dir: str | None = None
     """Draft/head path; `speculative_model` is the newer alias, `_dir` is accepted by every release."""
     num_nextn_predict_layers: int | None = None
-    """MTP depth on releases before max_draft_len drove MTP (<= 1.2)."""
+    """MTP depth on releases where it sets max_draft_len (1.0-1.2: MTPDecodingConfig)."""
     max_matching_ngram_size: int | None = None
     is_keep_all: bool | None = None
     is_use_oldest: bool | None = None
@@ -83,7 +88,9 @@ class LlmApiOptions(_Options):
     pipeline_parallel_size: int
     max_batch_size: int
     max_seq_len: int
-    max_num_tokens: int | None = None
+    max_num_tokens: int
+    enable_chunked_prefill: bool | None = None
+    revision: str | None = None
     kv_cache_config: KvCacheConfig
     cuda_graph_config: CudaGraphConfig | None = None
     disable_overlap_scheduler: bool | None = None
@@ -156,7 +163,8 @@ class TrtllmEngine:
 
     def launch(self, spec: LaunchSpec) -> EngineLaunch:
         profile = spec.profile
-        options = build_options(spec)
+        downloads = draft_downloads(spec)
+        options = build_options(spec, downloads)
         config_flag = "--config" if spec.release.has("config-flag") else "--extra_llm_api_options"
         argv = ["trtllm-serve", spec.target_model, "--host", spec.host]
         argv += ["--port", str(profile.serving.port), "--backend", "pytorch"]
@@ -164,12 +172,13 @@ class TrtllmEngine:
         argv += ["--pp_size", str(options.pipeline_parallel_size)]
         argv += ["--max_batch_size", str(options.max_batch_size)]
         argv += ["--max_seq_len", str(options.max_seq_len)]
+        argv += ["--max_num_tokens", str(options.max_num_tokens)]
         argv += [
             "--kv_cache_free_gpu_memory_fraction",
             str(options.kv_cache_config.free_gpu_memory_fraction),
         ]
-        if profile.target.revision is not None:
-            argv += ["--revision", profile.target.revision]
+        if profile.target.revision is not None and spec.release.has("serve-revision-flag"):
+            argv += ["--revision", profile.target.revision]  # else only the YAML `revision`
         if profile.target.trust_remote_code:
             argv.append("--trust_remote_code")
         argv += [config_flag, f"{spec.config_dir}/{CONFIG_FILE}"]
@@ -187,10 +196,24 @@ class TrtllmEngine:
             metrics_path="/metrics",
             config_files={CONFIG_FILE: yaml.safe_dump(dumped, sort_keys=True)},
             config_dir=spec.config_dir,
+            downloads=downloads,
         )
 
 
-def build_options(spec: LaunchSpec) -> LlmApiOptions:
+def draft_downloads(spec: LaunchSpec) -> tuple[ModelDownload, ...]:
+    """The draft/head to fetch before start: a hub id on releases whose speculative_model_dir
+    must be a local directory (before PR #10099, in 1.2.0), or a pinned proposer.revision, which
+    no release's speculative_config can pass on."""
+    draft = spec.draft_model
+    if not spec.speculative or draft is None or PurePosixPath(draft).is_absolute():
+        return ()
+    revision = spec.profile.proposer.revision
+    if spec.release.has("speculative-model-hub-id") and revision is None:
+        return ()
+    return (ModelDownload(repo_id=draft, revision=revision, target_dir=DRAFT_DOWNLOAD_DIR),)
+
+
+def build_options(spec: LaunchSpec, downloads: tuple[ModelDownload, ...] = ()) -> LlmApiOptions:
     """The typed LLM-API options for this launch."""
     profile = spec.profile
     tuning = profile.trtllm
@@ -204,12 +227,16 @@ def build_options(spec: LaunchSpec) -> LlmApiOptions:
     if tuning is not None and tuning.cuda_graph_max_batch_size is not None:
         graph = CudaGraphConfig(max_batch_size=tuning.cuda_graph_max_batch_size)
     kv_dtype = profile.serving.kv_cache_dtype
+    max_num_tokens = effective_max_num_tokens(profile)
     return LlmApiOptions(
         tensor_parallel_size=profile.hardware.tensor_parallel_size,
         pipeline_parallel_size=profile.hardware.pipeline_parallel_size,
         max_batch_size=max_batch,
         max_seq_len=profile.serving.max_model_len,
-        max_num_tokens=tuning.max_num_tokens if tuning is not None else None,
+        max_num_tokens=max_num_tokens,
+        # Without chunked prefill a prompt longer than max_num_tokens is refused (#9277).
+        enable_chunked_prefill=True if max_num_tokens < profile.serving.max_model_len else None,
+        revision=profile.target.revision,
         kv_cache_config=KvCacheConfig(
             free_gpu_memory_fraction=round(fraction, 3),
             dtype=None if kv_dtype == "auto" else KV_DTYPE[kv_dtype],
@@ -218,25 +245,28 @@ def build_options(spec: LaunchSpec) -> LlmApiOptions:
         disable_overlap_scheduler=_overlap_disabled(spec),
         enable_iter_perf_stats=tuning.enable_iter_perf_stats if tuning is not None else True,
         trust_remote_code=True if profile.target.trust_remote_code else None,
-        speculative_config=_speculative_config(spec) if spec.speculative else None,
+        speculative_config=_speculative_config(spec, downloads) if spec.speculative else None,
     )
 
 
-def _speculative_config(spec: LaunchSpec) -> SpeculativeConfig:
+def _speculative_config(
+    spec: LaunchSpec, downloads: tuple[ModelDownload, ...]
+) -> SpeculativeConfig:
     proposer = spec.profile.proposer
     k = proposer.num_speculative_tokens
     decoding = DECODING_TYPE.get(proposer.method, "Eagle3")
     if decoding == "Eagle3" and not spec.release.has("eagle3-decoding-type"):
-        decoding = "Eagle"  # 1.0-era from_dict knows "Eagle" only; EAGLE-3 via the PyTorch flow
+        decoding = "Eagle"  # from_dict knows "Eagle" only up to 1.2.1; PyTorch runs it as EAGLE-3
     if decoding == "MTP" and spec.release.has("mtp-nextn-field"):
         return SpeculativeConfig(decoding_type="MTP", num_nextn_predict_layers=k)
-    ngram = proposer.ngram
-    return SpeculativeConfig(
-        decoding_type=decoding,
-        max_draft_len=k,
-        speculative_model_dir=spec.draft_model,
-        max_matching_ngram_size=ngram.max_window if ngram is not None else None,
-    )
+    draft = downloads[0].target_dir if downloads else spec.draft_model
+    if decoding == "NGram":
+        # max_matching_ngram_size defaults to 0, which validate_speculative_config refuses.
+        window = (proposer.ngram or NgramSpec()).max_window
+        return SpeculativeConfig(
+            decoding_type=decoding, max_draft_len=k, max_matching_ngram_size=window
+        )
+    return SpeculativeConfig(decoding_type=decoding, max_draft_len=k, speculative_model_dir=draft)
 
 
 def _overlap_disabled(spec: LaunchSpec) -> bool | None:

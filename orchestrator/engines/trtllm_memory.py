@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from orchestrator.memory.gpus import Gpu
     from orchestrator.profile.schema import Profile
 
-#: LlmArgs.max_num_tokens default (`BaseLlmArgs.max_num_tokens`,
-#: https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/tensorrt_llm/llmapi/llm_args.py).
-MAX_NUM_TOKENS: Final = 8192
+#: trtllm-serve --max_num_tokens default (BuildConfig.max_num_tokens; explicit in
+#: BaseLlmArgs from 1.2.0). Without chunked prefill a prompt longer than this is rejected
+#: ("The sum of prompt length ... should not exceed max_num_tokens", NVIDIA/TensorRT-LLM#9277).
+DEFAULT_MAX_NUM_TOKENS: Final = 8192
 #: About 60 MB per captured graph (https://github.com/NVIDIA/TensorRT-LLM/pull/3362 review),
 #: default cuda_graph_config.max_batch_size 128 -> 8 power-of-two sizes ~ 0.5 GiB.
 CUDA_GRAPH_GIB: Final = 0.5
@@ -43,8 +44,7 @@ class TrtllmMemory:
 
     def profiled_tokens(self, profile: Profile, gpu: Gpu) -> int:
         del gpu
-        tuned = profile.trtllm.max_num_tokens if profile.trtllm else None
-        return tuned or MAX_NUM_TOKENS
+        return effective_max_num_tokens(profile)
 
     def sampler_bytes_per_logit(self, profile: Profile) -> float:
         del profile
@@ -62,3 +62,12 @@ class TrtllmMemory:
 def _free_after_warmup(e: MemoryEstimate) -> float:
     weights = e.target_weights_gib + e.draft_weights_gib
     return e.gpu_usable_gib - weights - e.overheads.activation_gib - e.overheads.before_load_gib
+
+
+def effective_max_num_tokens(profile: Profile) -> int:
+    """Tokens per iteration the engine is started with (the size of its warm-up forward pass):
+    trtllm.max_num_tokens when set, else large enough for a max_model_len prompt in one pass."""
+    tuning = profile.trtllm
+    if tuning is not None and tuning.max_num_tokens is not None:
+        return tuning.max_num_tokens
+    return max(DEFAULT_MAX_NUM_TOKENS, profile.serving.max_model_len)

@@ -59,6 +59,14 @@ STARTUP_PERIOD_SECONDS: Final = 10
 #: Readiness every 5 s and liveness every 10 s, as in vLLM docs/deployment/k8s.md.
 READINESS_PERIOD_SECONDS: Final = 5
 LIVENESS_PERIOD_SECONDS: Final = 10
+#: An init container's download of one EngineLaunch.downloads entry, run with the engine image:
+#: `sh -c SCRIPT download REPO_ID REVISION DIR` (an empty REVISION: the default branch). `hf` is
+#: huggingface_hub's CLI from 0.34.0; 1.0 removed `huggingface-cli`, which older images have
+#: instead (TensorRT-LLM 1.0-1.2 pin transformers 4.x, hence huggingface_hub < 1.0).
+DOWNLOAD_SCRIPT: Final = (
+    "cli=hf; command -v hf >/dev/null 2>&1 || cli=huggingface-cli; "
+    'exec "$cli" download "$1" --local-dir "$3" ${2:+--revision "$2"}'
+)
 
 
 class CtxModel(BaseModel):
@@ -95,6 +103,8 @@ class PodContext(CtxModel):
     tolerations: list[dict[str, str]]
     volumes: list[dict[str, Any]]
     volume_mounts: list[dict[str, Any]]
+    init_containers: list[dict[str, Any]] = Field(default_factory=list)
+    """Run to completion before the engine starts (model downloads)."""
 
 
 class ServingPodContext(PodContext):
@@ -189,6 +199,7 @@ def _variant(inputs: ManifestInputs, launch: EngineLaunch, variant: Variant) -> 
     topology = commands.topology(profile)
     config_map = _config_map(profile, launch, name, labels)
     volumes, mounts = _volumes(inputs, launch, variant, config_map)
+    init_containers, download_volumes, download_mounts = model_downloads(profile, launch)
     gpus = _gpu_placement(profile, topology.gpus_per_pod)
     leader_command = commands.leader_command(launch, topology)
     pod = ServingPodContext(
@@ -199,8 +210,9 @@ def _variant(inputs: ManifestInputs, launch: EngineLaunch, variant: Variant) -> 
         env=_env(profile, launch),
         port=launch.port,
         probes=_probes(inputs, launch, variant),
-        volumes=volumes,
-        volume_mounts=mounts,
+        volumes=volumes + download_volumes,
+        volume_mounts=mounts + download_mounts,
+        init_containers=init_containers,
         **gpus,
     )
     worker = None
@@ -275,11 +287,43 @@ def _env(profile: Profile, launch: EngineLaunch) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in sorted(launch.env.items())
     ]
+    return env + _hf_token_env(profile)
+
+
+def _hf_token_env(profile: Profile) -> list[dict[str, Any]]:
     secret = profile.deploy.hf_token_secret
-    if secret is not None:  # a reference only: the token never appears in a rendered file
-        ref = {"name": secret, "key": HF_TOKEN_KEY}
-        env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": ref}})
-    return env
+    if secret is None:
+        return []
+    # A reference only: the token never appears in a rendered file.
+    ref = {"name": secret, "key": HF_TOKEN_KEY}
+    return [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": ref}}]
+
+
+def model_downloads(
+    profile: Profile, launch: EngineLaunch
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(init containers, pod volumes, engine mounts) that fetch `launch.downloads`: one
+    emptyDir per model, filled by an init container with the engine image, mounted at the
+    directory the launch names."""
+    containers: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for index, download in enumerate(launch.downloads):
+        name = f"download-{index}"
+        mount = {"name": name, "mountPath": download.target_dir}
+        volumes.append({"name": name, "emptyDir": {}})
+        mounts.append(mount)
+        args = [download.repo_id, download.revision or "", download.target_dir]
+        containers.append(
+            {
+                "name": name,
+                "image": launch.image,
+                "command": ["sh", "-c", DOWNLOAD_SCRIPT, "download", *args],
+                "env": _hf_token_env(profile),
+                "volumeMounts": [mount],
+            }
+        )
+    return containers, volumes, mounts
 
 
 def _gpu_placement(profile: Profile, gpus_per_pod: int) -> dict[str, Any]:

@@ -11,4 +11,5 @@ failureThreshold: {{ toJson .failureThreshold }}
 nodeSelector: {{ toJson .nodeSelector }}
 tolerations: {{ toJson .tolerations }}
 volumes: {{ toJson .volumes }}
+initContainers: {{ toJson .initContainers }}
 {{- end }}

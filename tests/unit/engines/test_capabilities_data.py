@@ -201,8 +201,19 @@ class TestVerifiedFacts:
     def test_sglang_algorithms_by_release(self, version: str, methods: set[str]) -> None:
         assert release_for("sglang", version).methods - {"none"} == methods
 
-    @pytest.mark.parametrize("version", ["1.0.0", "1.2.1"])
-    def test_trtllm_old_spellings_until_13(self, version: str) -> None:
+    @pytest.mark.parametrize(
+        ("version", "config_flag", "eagle3", "nextn"),
+        [
+            ("1.1.0", False, False, True),
+            ("1.2.1", True, False, True),
+            ("1.3.0rc21", True, True, False),
+        ],
+    )
+    def test_trtllm_spellings_by_release(
+        self, version: str, config_flag: bool, eagle3: bool, nextn: bool
+    ) -> None:
+        """--config from 1.2.0 and no Eagle3 key up to 1.2.1 (tests/fixtures/trtllm)."""
         release = release_for("trtllm", version)
-        assert release.has("mtp-nextn-field")
-        assert not release.has("config-flag") and not release.has("eagle3-decoding-type")
+        assert release.has("config-flag") is config_flag
+        assert release.has("eagle3-decoding-type") is eagle3
+        assert release.has("mtp-nextn-field") is nextn

@@ -206,7 +206,7 @@ class TestTrtllm:
         assert data["kv_cache_config"] == {"free_gpu_memory_fraction": 0.9}
         argv = launch(profile, draft="org/head").argv
         assert argv[:2] == ("trtllm-serve", "Qwen/Qwen3-8B")
-        assert flag(argv, "--extra_llm_api_options").endswith("extra-llm-api-config.yaml")
+        assert flag(argv, "--config").endswith("extra-llm-api-config.yaml")  # 1.2.0 on
         newer = make_profile(
             engine={"name": "trtllm", "version": "1.3.0rc21"},
             proposer={"method": "eagle3", "model": "org/head", "num_speculative_tokens": 4},
@@ -221,7 +221,7 @@ class TestTrtllm:
         argv = launch(profile).argv
         assert "--extra_llm_api_options" in argv and "--config" not in argv
         newer = make_profile(
-            engine={"name": "trtllm", "version": "1.3.0rc21"},
+            engine={"name": "trtllm", "version": "1.2.0"},
             proposer={"method": "ngram", "num_speculative_tokens": 3},
         )
         assert "--config" in launch(newer).argv

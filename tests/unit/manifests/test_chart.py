@@ -79,8 +79,14 @@ def test_helm_template_matches_render(helm: list[str], profile: Path, tmp_path: 
             "hardware": {"tensor_parallel_size": 8, "pipeline_parallel_size": 2},
         },
         {"serving": {"extra_args": ['"}\nkind: Secret', "{{ .Values }}"]}},
+        {
+            "engine": {"name": "trtllm", "version": "1.1.0"},
+            "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
+            "proposer": {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"},
+            "deploy": {"hf_token_secret": "hf-token"},
+        },
     ],
-    ids=["cpu", "vllm-multi-node", "sglang-multi-node", "crafted-strings"],
+    ids=["cpu", "vllm-multi-node", "sglang-multi-node", "crafted-strings", "trtllm-download"],
 )
 def test_helm_template_matches_render_for_other_shapes(
     helm: list[str], make_plan: MakePlan, sections: dict[str, Any], tmp_path: Path
