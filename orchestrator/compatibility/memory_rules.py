@@ -1,5 +1,6 @@
-"""Memory rules: the plan must fit the GPU budget; say what speculation costs and when it stops
-paying. They read `ctx.memory` (a MemoryEstimate, or None when no budget could be estimated)."""
+"""Memory rules: the engine must be able to start (weights, overheads and one max_model_len
+sequence fit the budget); say how many full-length sequences fit, what speculation costs and when
+it stops paying. They read `ctx.memory` (a MemoryEstimate, or None when none could be made)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ def _speculative_on_gpu(ctx: CompatContext) -> bool:
     "(vllm.md §6.1); vllm-project/vllm#9995 and #8731 (OOMs from draft weights and draft KV)",
 )
 def over_budget(ctx: CompatContext) -> Finding | None:
-    """Weights + overheads + KV for `max_concurrency` sequences of `max_model_len` must fit the
-    per-GPU budget. The engine refuses to start when one sequence does not fit, and queues or
-    preempts requests when fewer than `max_concurrency` fit. Without an estimate (CPU device,
+    """Weights + overheads + KV for one sequence of `max_model_len` must fit the per-GPU budget:
+    engines check exactly that at start-up and refuse to start otherwise (vLLM
+    `_check_enough_kv_cache_memory`). Fewer than `max_concurrency` full-length sequences is the
+    warning memory.concurrency-at-max-context instead. Without an estimate (CPU device,
     unresolved target), says why no budget was checked."""
     e = ctx.memory
     if e is None:
@@ -113,19 +115,51 @@ def _critical_batch_tokens(gpu_name: str | None) -> int:
 
 def _over_budget_what(e: MemoryEstimate) -> str:
     return (
-        f"the plan needs {e.needed_gib:.1f} GiB per GPU but {e.gpu} allows {e.budget_gib:.1f} GiB "
-        f"(serving.gpu_memory_fraction={e.gpu_memory_fraction:g}): target weights "
-        f"{e.target_weights_gib:.1f} + draft weights {e.draft_weights_gib:.1f} + KV for "
-        f"{e.requested_concurrency} x max_model_len={e.max_model_len} + overhead "
-        f"{e.overhead_gib:.1f}; {e.max_concurrency} sequences fit with speculation, "
-        f"{e.baseline_max_concurrency} without"
+        f"one sequence of max_model_len={e.max_model_len} needs {e.one_sequence_gib:.1f} GiB per "
+        f"GPU but {e.gpu} allows {e.budget_gib:.1f} GiB (serving.gpu_memory_fraction="
+        f"{e.gpu_memory_fraction:g}): target weights {e.target_weights_gib:.1f} + draft weights "
+        f"{e.draft_weights_gib:.1f} + overhead {e.overhead_gib:.1f} leave "
+        f"{max(e.kv_cache_gib, 0.0):.1f} GiB of KV cache; without speculation "
+        f"{e.baseline_max_concurrency} would fit"
     )
 
 
 def _over_budget_why(e: MemoryEstimate) -> str:
-    if not e.one_sequence_fits:
-        return "the engine refuses to start: one max_model_len sequence does not fit the KV cache"
-    return "fewer than serving.max_concurrency requests can run at full length; the rest queue"
+    del e
+    return "the engine refuses to start: one max_model_len sequence does not fit the KV cache"
+
+
+@rule(
+    "memory.concurrency-at-max-context",
+    applies=lambda ctx: ctx.memory is not None and ctx.memory.fits,
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/core/sched/scheduler.py "
+    "(max_num_seqs caps running requests; a request waits for free KV blocks, or preempts)",
+)
+def concurrency_at_max_context(ctx: CompatContext) -> Finding | None:
+    """Fewer than `serving.max_concurrency` sequences of `max_model_len` fit at once. Engines
+    treat the concurrency as a cap, not a promise: the server starts, runs as many requests as
+    the KV cache holds and queues (or preempts) the rest. Real requests are rarely all at full
+    length, so this is a warning with both numbers, never a refusal."""
+    e = ctx.memory
+    if e is None or e.concurrency_fits:
+        return None
+    typical = ""
+    if e.typical_concurrency is not None:
+        typical = (
+            f"; at serving.typical_context_tokens={e.typical_context_tokens}, "
+            f"{e.typical_concurrency} fit ({e.baseline_typical_concurrency} without speculation)"
+        )
+    return Finding.warning(
+        what=(
+            f"serving.max_concurrency={e.requested_concurrency} but only {e.max_concurrency} "
+            f"sequences of max_model_len={e.max_model_len} fit at once with speculation "
+            f"({e.baseline_max_concurrency} without){typical}"
+        ),
+        why="when every running request is that long, the engine queues or preempts the rest; "
+        "shorter requests pack more",
+        fix=_fixes(e)
+        + " (or set serving.typical_context_tokens to see how many typical requests fit)",
+    )
 
 
 def _fixes(e: MemoryEstimate) -> str:
@@ -136,4 +170,4 @@ def _fixes(e: MemoryEstimate) -> str:
     )
 
 
-RULES = (over_budget, speculation_cost, high_concurrency)
+RULES = (over_budget, concurrency_at_max_context, speculation_cost, high_concurrency)

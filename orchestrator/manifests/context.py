@@ -182,8 +182,11 @@ def profile_selector(profile: Profile) -> dict[str, str]:
 
 
 def profile_hash(profile: Profile) -> str:
-    """sha256 of the profile's canonical JSON: changes when any setting changes, not comments."""
-    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """sha256 of the profile's canonical JSON: changes when any setting changes, not comments.
+    Settings left at their default are not hashed, so a new optional profile field does not
+    change the hash (and re-annotate every deployed object) of profiles that do not use it."""
+    document = profile.model_dump(mode="json", exclude_defaults=True)
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -75,6 +75,12 @@ class MemoryEstimate:
     heaviest_rank: str
     notes: tuple[str, ...] = ()
     suggestions: tuple[Suggestion, ...] = field(default=())
+    typical_context_tokens: int | None = None
+    """serving.typical_context_tokens, when set: the context a typical request holds."""
+    typical_concurrency: int | None = None
+    """Sequences of typical_context_tokens that fit with speculation."""
+    baseline_typical_concurrency: int | None = None
+    """The same without speculation."""
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -86,16 +92,36 @@ class MemoryEstimate:
 
     @property
     def fits(self) -> bool:
-        return self.one_sequence_fits and self.max_concurrency >= self.requested_concurrency
+        """What the engine requires to start: weights, overheads and one max_model_len sequence
+        (DESIGN §4). Fewer full-length sequences than requested is a warning, not a refusal:
+        engines treat the concurrency as a cap."""
+        return self.one_sequence_fits
+
+    @property
+    def concurrency_fits(self) -> bool:
+        """serving.max_concurrency sequences of max_model_len fit at once."""
+        return self.max_concurrency >= self.requested_concurrency
+
+    @property
+    def meets_request(self) -> bool:
+        return self.fits and self.concurrency_fits
+
+    @property
+    def one_sequence_gib(self) -> float:
+        """Weights + overheads + KV for one max_model_len sequence: what the engine needs."""
+        return self._needed_gib(1)
 
     @property
     def needed_gib(self) -> float:
         """Weights + overheads + KV for `requested_concurrency` sequences of max_model_len."""
+        return self._needed_gib(self.requested_concurrency)
+
+    def _needed_gib(self, sequences: int) -> float:
         per_seq = kv.sequence_bytes(
             self.kv_bytes_per_token, self.kv_fixed_bytes_per_sequence, self.max_model_len
         )
         fixed = self.target_weights_gib + self.draft_weights_gib + self.overhead_gib
-        return fixed + per_seq * self.requested_concurrency / GIB
+        return fixed + per_seq * sequences / GIB
 
     @property
     def engine_knob(self) -> str:
@@ -131,7 +157,12 @@ class MemoryEstimate:
             "baseline_max_concurrency": self.baseline_max_concurrency,
             "one_sequence_fits": self.one_sequence_fits,
             "fits": self.fits,
+            "concurrency_fits": self.concurrency_fits,
+            "one_sequence_gib": _r(self.one_sequence_gib),
             "needed_gib": _r(self.needed_gib),
+            "typical_context_tokens": self.typical_context_tokens,
+            "typical_concurrency": self.typical_concurrency,
+            "baseline_typical_concurrency": self.baseline_typical_concurrency,
             "tensor_parallel_size": self.tensor_parallel_size,
             "draft_tensor_parallel_size": self.draft_tensor_parallel_size,
             "heaviest_rank": self.heaviest_rank,
@@ -151,7 +182,7 @@ def estimate_memory(
         return None
     gpu = find_gpu(profile.hardware.gpu or "")
     estimate = _estimate(profile, target, draft, gpu)
-    if estimate is None or estimate.fits:
+    if estimate is None or estimate.meets_request:
         return estimate
     found = smallest_changes(profile, target, draft, gpu, _estimate)
     return replace(estimate, suggestions=tuple(Suggestion(*s) for s in found))
@@ -216,6 +247,13 @@ def _estimate(
     seq_len = profile.serving.max_model_len
     with_spec = kv.capacity(kv_gib, layout.bytes_per_token + draft_bpt, layout.fixed, seq_len)
     base = kv.capacity(baseline_gib, layout.bytes_per_token, layout.fixed, seq_len)
+    typical = profile.serving.typical_context_tokens
+    typical_spec = typical_base = None
+    if typical is not None:
+        short = kv.target_layout(profile, target, seq_len=typical)
+        bpt = short.bytes_per_token
+        typical_spec = kv.capacity(kv_gib, bpt + draft_bpt, short.fixed, typical).sequences
+        typical_base = kv.capacity(baseline_gib, bpt, short.fixed, typical).sequences
     estimate = MemoryEstimate(
         gpu=gpu.name,
         gpu_memory_gib=gpu.memory_gib,
@@ -244,6 +282,9 @@ def _estimate(
         draft_tensor_parallel_size=draft_tp,
         heaviest_rank=heaviest,
         notes=tuple(notes),
+        typical_context_tokens=typical,
+        typical_concurrency=typical_spec,
+        baseline_typical_concurrency=typical_base,
     )
     fraction = ENGINES[estimate.engine].memory.knob_for(estimate)
     return replace(estimate, engine_fraction=fraction)

@@ -46,14 +46,17 @@ def kv_dtype_bytes(profile: Profile, info: CheckpointInfo) -> float:
     return DTYPE_BYTES[dtype]
 
 
-def target_layout(profile: Profile, target: CheckpointInfo) -> TargetKv:
-    """Per-GPU KV of the target's own layers (PP stages hold ceil(layers / PP) layers each)."""
+def target_layout(
+    profile: Profile, target: CheckpointInfo, *, seq_len: int | None = None
+) -> TargetKv:
+    """Per-GPU KV of the target's own layers (PP stages hold ceil(layers / PP) layers each), for
+    sequences of `seq_len` tokens (serving.max_model_len when None)."""
     tp, pp = profile.hardware.tensor_parallel_size, profile.hardware.pipeline_parallel_size
     layout = attention_layout(target)
     per_layer = kv_bytes_per_layer(target, tp, kv_dtype_bytes(profile, target))
     full = math.ceil(layout.full / pp)
     sliding = math.ceil(layout.sliding / pp)
-    held = sliding_tokens_held(layout.window, profile.serving.max_model_len)
+    held = sliding_tokens_held(layout.window, seq_len or profile.serving.max_model_len)
     notes: list[str] = []
     if layout.linear:
         notes.append(

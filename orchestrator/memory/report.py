@@ -28,6 +28,7 @@ def memory_table(e: MemoryEstimate) -> str:
         "",
         f"sequences of {e.max_model_len:,} tokens at once: {e.max_concurrency} with speculation, "
         f"{e.baseline_max_concurrency} without (requested {e.requested_concurrency})",
+        _typical_line(e),
         _cost_line(e),
         _verdict(e),
     ]
@@ -72,13 +73,23 @@ def _cost_line(e: MemoryEstimate) -> str:
 
 
 def _verdict(e: MemoryEstimate) -> str:
-    if e.fits:
-        return f"verdict: fits ({e.needed_gib:.1f} of {e.budget_gib:.1f} GiB budget)"
-    if not e.one_sequence_fits:
+    if not e.fits:
         return "verdict: over budget: not even one sequence of max_model_len fits"
+    if e.concurrency_fits:
+        return f"verdict: fits ({e.needed_gib:.1f} of {e.budget_gib:.1f} GiB budget)"
     return (
-        f"verdict: over budget: {e.requested_concurrency} sequences need {e.needed_gib:.1f} GiB, "
-        f"budget is {e.budget_gib:.1f} GiB"
+        f"verdict: starts, but only {e.max_concurrency} of serving.max_concurrency="
+        f"{e.requested_concurrency} sequences of max_model_len fit at once (all of them would "
+        f"need {e.needed_gib:.1f} GiB, budget is {e.budget_gib:.1f} GiB)"
+    )
+
+
+def _typical_line(e: MemoryEstimate) -> str | None:
+    if e.typical_concurrency is None:
+        return None
+    return (
+        f"typical requests of {e.typical_context_tokens:,} tokens at once: "
+        f"{e.typical_concurrency} with speculation, {e.baseline_typical_concurrency} without"
     )
 
 

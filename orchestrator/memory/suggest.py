@@ -37,7 +37,7 @@ def smallest_changes(
     found: list[tuple[str, int, float]] = []
     for change, candidate in _candidates(profile, target, draft, gpu, estimate):
         result = estimate(candidate, target, draft, gpu)
-        if result is not None and result.fits:
+        if result is not None and result.meets_request:
             found.append((change, result.max_concurrency, result.kv_cache_gib))
         if len(found) == MAX_SUGGESTIONS:
             break
@@ -92,7 +92,7 @@ def _longest_context(
         middle = (low + high) // 2
         candidate = _with(profile, "serving", max_model_len=middle * CONTEXT_STEP)
         result = estimate(candidate, target, draft, gpu)
-        if result is not None and result.fits:
+        if result is not None and result.meets_request:
             best, low = middle * CONTEXT_STEP, middle + 1
         else:
             high = middle - 1

@@ -195,7 +195,11 @@ class ServingSpec(StrictModel):
     max_model_len: PositiveInt = 8192
     """Longest sequence (prompt + output) in tokens."""
     max_concurrency: PositiveInt = 16
-    """Sequences that must fit at max_model_len at once (engine max-num-seqs / running requests)."""
+    """The engine's cap on sequences running at once (max-num-seqs / running requests); fewer
+    of them fitting at max_model_len is a warning, since real requests are rarely all that long."""
+    typical_context_tokens: PositiveInt | None = None
+    """Prompt + output tokens of a typical request; `plan` then also reports how many typical
+    requests fit at once (with and without speculation). At most max_model_len."""
     gpu_memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
     """Share of each GPU's memory specdeploy may plan for; translated to each engine's knob. On
     device: cpu, vLLM applies it to host memory (its CPU backend reserves that share up front)."""
@@ -205,6 +209,17 @@ class ServingSpec(StrictModel):
     """Port the OpenAI-compatible server listens on."""
     extra_args: tuple[str, ...] = ()
     """Extra engine command-line tokens, passed through; may not override flags specdeploy manages."""
+
+    @model_validator(mode="after")
+    def _typical_within_limit(self) -> ServingSpec:
+        typical = self.typical_context_tokens
+        if typical is not None and typical > self.max_model_len:
+            raise field_error(
+                "typical_context_tokens",
+                f"typical_context_tokens={typical} is longer than max_model_len="
+                f"{self.max_model_len}; set it to at most {self.max_model_len}",
+            )
+        return self
 
 
 class ModelCacheSpec(StrictModel):

@@ -30,14 +30,18 @@ def test_long_context_shows_the_draft_share_and_the_concurrency_it_costs() -> No
     assert memory["max_concurrency"] < memory["baseline_max_concurrency"]
 
 
-def test_over_budget_exits_5_with_breakdown_and_fix(tmp_path: Path) -> None:
-    path = write_profile(
+def _qwen3_4b_on_l4(tmp_path: Path, **serving: int) -> Path:
+    return write_profile(
         tmp_path,
         target={"model": "Qwen/Qwen3-4B-Thinking-2507"},
         proposer={"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 5},
         hardware={"gpu": "L4"},
-        serving={"max_model_len": 32768, "max_concurrency": 16},
+        serving=serving,
     )
+
+
+def test_over_budget_exits_5_with_breakdown_and_fix(tmp_path: Path) -> None:
+    path = _qwen3_4b_on_l4(tmp_path, max_model_len=262144, max_concurrency=4)
     result = run("plan", str(path), "--offline")
     assert result.exit_code == 5, result.output
     assert "memory.over-budget" in result.stderr
@@ -45,6 +49,20 @@ def test_over_budget_exits_5_with_breakdown_and_fix(tmp_path: Path) -> None:
     document = json.loads(run("plan", str(path), "--offline", "--format", "json").stdout)
     assert document["memory"]["fits"] is False
     assert document["memory"]["suggestions"], "an over-budget plan should suggest a change"
+
+
+def test_too_few_full_length_sequences_is_a_warning_not_exit_5(tmp_path: Path) -> None:
+    path = _qwen3_4b_on_l4(
+        tmp_path, max_model_len=32768, max_concurrency=16, typical_context_tokens=2048
+    )
+    result = run("plan", str(path), "--offline")
+    assert result.exit_code == 0, result.output
+    assert "warning memory.concurrency-at-max-context" in result.output
+    assert "typical requests of 2,048 tokens at once" in result.output
+    memory = json.loads(run("plan", str(path), "--offline", "--format", "json").stdout)["memory"]
+    assert memory["fits"] is True and memory["concurrency_fits"] is False
+    assert memory["typical_concurrency"] > memory["max_concurrency"]
+    assert memory["suggestions"], "the warning should still say how to fit all 16"
 
 
 def test_speedup_estimate_is_labelled_and_recommends_k() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.compatibility.memory_rules import (
+    concurrency_at_max_context,
     high_concurrency,
     over_budget,
     speculation_cost,
@@ -25,16 +26,22 @@ def _ctx(profile: Profile, *, with_memory: bool = True, target: bool = True) -> 
 
 
 class TestOverBudget:
-    def test_fires_with_breakdown_and_fix_and_exit_5(self) -> None:
-        profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
+    def test_fires_when_one_sequence_does_not_fit_with_breakdown_fix_and_exit_5(self) -> None:
+        profile = make_profile(hardware={"gpu": "L4"}, serving={"max_model_len": 131072})
         [finding] = over_budget(_ctx(profile))
         assert finding.severity == "error"
         assert finding.exit_code == EXIT_OVER_BUDGET
+        assert "one sequence of max_model_len=131072 needs" in finding.what
         assert "target weights 15.0 + draft weights 0.8" in finding.what
+        assert "refuses to start" in finding.why
         assert finding.fix.startswith("set ")
 
     def test_passes_when_it_fits(self) -> None:
         profile = make_profile(serving={"max_model_len": 8192, "max_concurrency": 4})
+        assert over_budget(_ctx(profile)) == []
+
+    def test_passes_when_only_the_concurrency_falls_short(self) -> None:
+        profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
         assert over_budget(_ctx(profile)) == []
 
     def test_info_when_no_estimate(self) -> None:
@@ -46,6 +53,31 @@ class TestOverBudget:
     def test_info_names_an_unresolved_target(self) -> None:
         [finding] = over_budget(_ctx(make_profile(), with_memory=False, target=False))
         assert "was not resolved" in finding.what
+
+
+class TestConcurrencyAtMaxContext:
+    def test_warns_with_both_numbers_when_fewer_full_length_sequences_fit(self) -> None:
+        profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
+        ctx = _ctx(profile)
+        assert ctx.memory is not None
+        [finding] = concurrency_at_max_context(ctx)
+        assert finding.severity == "warning" and finding.rule == "memory.concurrency-at-max-context"
+        assert f"only {ctx.memory.max_concurrency} sequences" in finding.what
+        assert f"({ctx.memory.baseline_max_concurrency} without)" in finding.what
+        assert "typical_context_tokens" in finding.fix
+
+    def test_names_how_many_typical_requests_fit(self) -> None:
+        serving = {"max_model_len": 131072, "max_concurrency": 16, "typical_context_tokens": 2048}
+        [finding] = concurrency_at_max_context(_ctx(make_profile(serving=serving)))
+        assert "at serving.typical_context_tokens=2048" in finding.what
+
+    def test_passes_when_the_concurrency_fits(self) -> None:
+        profile = make_profile(serving={"max_model_len": 8192, "max_concurrency": 4})
+        assert concurrency_at_max_context(_ctx(profile)) == []
+
+    def test_does_not_apply_when_the_engine_would_not_start(self) -> None:
+        profile = make_profile(hardware={"gpu": "L4"}, serving={"max_model_len": 131072})
+        assert concurrency_at_max_context(_ctx(profile)) == []
 
 
 class TestSpeculationCost:

@@ -17,7 +17,7 @@ DESIGN_RULE_IDS = {
     "engine.draft-tensor-parallel", "engine.sglang-overlap-topk", "engine.sglang-draft-tokens",
     "engine.trtllm-eagle-checkpoint", "engine.removed-flag", "engine.managed-flag",
     "engine.tensor-parallel-shape", "serving.max-model-len", "memory.over-budget",
-    "memory.speculation-cost", "serving.high-concurrency",
+    "memory.speculation-cost", "serving.high-concurrency", "memory.concurrency-at-max-context",
 }  # fmt: skip
 
 

@@ -27,13 +27,24 @@ class TestEstimate:
         assert e.max_concurrency <= e.baseline_max_concurrency
         assert set(e.as_json()) >= {"gpu", "budget_gib", "kv_tokens", "fits", "suggestions"}
 
-    def test_long_context_over_budget_suggests_fixes_that_fit(self) -> None:
+    def test_long_context_short_of_concurrency_starts_and_suggests_fixes_that_fit(self) -> None:
         profile = make_profile(serving={"max_model_len": 131072, "max_concurrency": 16})
         e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
-        assert e is not None and not e.fits and e.one_sequence_fits
+        assert e is not None and e.fits and e.one_sequence_fits
+        assert not e.concurrency_fits and e.max_concurrency < 16
+        assert e.one_sequence_gib < e.budget_gib < e.needed_gib
         assert e.suggestions
         for s in e.suggestions:
             assert s.max_concurrency >= 16 or s.change.startswith("serving.max_concurrency")
+
+    def test_typical_context_fits_more_requests(self) -> None:
+        serving = {"max_model_len": 131072, "max_concurrency": 16, "typical_context_tokens": 4096}
+        e = estimate_memory(make_profile(serving=serving), LLAMA_8B, EAGLE3_8B)
+        assert e is not None and e.typical_concurrency is not None
+        assert e.typical_concurrency >= 16 * e.max_concurrency
+        assert e.baseline_typical_concurrency is not None
+        assert e.baseline_typical_concurrency >= e.typical_concurrency
+        assert e.as_json()["typical_concurrency"] == e.typical_concurrency
 
     def test_draft_at_tp1_makes_rank0_heaviest(self) -> None:
         sharded = make_profile(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4})
@@ -141,8 +152,18 @@ class TestReport:
         text = memory_table(e)
         assert "draft weights (eagle3)" in text
         assert f"{e.max_concurrency} with speculation, {e.baseline_max_concurrency} without" in text
-        assert "verdict: over budget" in text
+        assert (
+            f"verdict: starts, but only {e.max_concurrency} of serving.max_concurrency=16" in text
+        )
         assert "fix: " in text
+
+    def test_table_says_over_budget_when_one_sequence_does_not_fit(self) -> None:
+        profile = make_profile(hardware={"gpu": "L4"}, serving={"max_model_len": 131072})
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        assert e is not None and not e.fits
+        assert "verdict: over budget: not even one sequence of max_model_len fits" in memory_table(
+            e
+        )
 
     def test_gpu_table_lists_every_gpu_with_its_label(self) -> None:
         text = gpu_table(list(gpu_catalog().values()))
