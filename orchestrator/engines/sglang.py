@@ -193,6 +193,17 @@ def needs_overlap_disabled(spec: LaunchSpec) -> bool:
     return spec.method == "ngram"
 
 
+def _draft_revision(spec: LaunchSpec) -> str | None:
+    """NEXTN (MTP) drafts from the target checkpoint, and SGLang loads a draft path at revision
+    "main" unless told otherwise (`handle_speculative_decoding`,
+    https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/speculative_hook.py#L122-L131),
+    so a pinned target.revision must reach the draft too."""
+    proposer = spec.profile.proposer
+    if proposer.method == "mtp":
+        return proposer.revision or spec.profile.target.revision
+    return proposer.revision
+
+
 def _speculative_args(spec: LaunchSpec) -> list[str]:
     proposer = spec.profile.proposer
     tuning = spec.profile.sglang
@@ -201,7 +212,7 @@ def _speculative_args(spec: LaunchSpec) -> list[str]:
     draft = spec.target_model if proposer.method == "mtp" else spec.draft_model
     if draft is not None:
         args += ["--speculative-draft-model-path", draft]
-    args += optional_flag("--speculative-draft-model-revision", proposer.revision)
+    args += optional_flag("--speculative-draft-model-revision", _draft_revision(spec))
     if proposer.method == "ngram":
         # NGRAM derives topk from its BFS breadth and steps from the draft tokens (A2).
         return [*args, "--speculative-num-draft-tokens", str(draft_token_count(spec))]

@@ -171,6 +171,18 @@ class VllmEngine:
         )
 
 
+def draft_revision(spec: LaunchSpec) -> str | None:
+    """The revision of the weights the proposer loads. MTP layers live in the target checkpoint,
+    and vLLM points the draft at the target's path but not at its revision (SpeculativeConfig
+    builds the draft ModelConfig with `revision=self.revision`:
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L1148-L1158 and
+    #L1303), so a pinned target.revision must be passed on or the MTP weights come from `main`."""
+    proposer = spec.profile.proposer
+    if proposer.method == "mtp":
+        return proposer.revision or spec.profile.target.revision
+    return proposer.revision
+
+
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
     proposer = spec.profile.proposer
     method = _METHOD[proposer.method]
@@ -183,8 +195,9 @@ def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
     }
     if draft is not None:
         config["model"] = draft
-    if proposer.revision is not None:
-        config["revision"] = proposer.revision
+    revision = draft_revision(spec)
+    if revision is not None:
+        config["revision"] = revision
     if proposer.draft_tensor_parallel_size is not None:
         config["draft_tensor_parallel_size"] = proposer.draft_tensor_parallel_size
     if proposer.method == "ngram" and proposer.ngram is not None:

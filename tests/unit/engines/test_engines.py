@@ -110,6 +110,20 @@ class TestVllm:
             == "mtp"
         )
 
+    @pytest.mark.parametrize("version", ["0.10.1", "0.32.0"])
+    def test_mtp_loads_its_layers_at_the_pinned_target_revision(self, version: str) -> None:
+        profile = make_profile(
+            engine={"name": "vllm", "version": version},
+            target={"model": "deepseek-ai/DeepSeek-V3", "revision": "abc123"},
+            proposer={"method": "mtp", "num_speculative_tokens": 1},
+        )
+        argv = launch(profile, model_type="deepseek_v3").argv
+        assert flag(argv, "--revision") == "abc123"
+        assert json.loads(flag(argv, "--speculative-config"))["revision"] == "abc123"
+        unpinned = make_profile(proposer={"method": "mtp", "num_speculative_tokens": 1})
+        config = json.loads(flag(launch(unpinned).argv, "--speculative-config"))
+        assert "revision" not in config
+
     def test_extra_args_are_appended_verbatim(self) -> None:
         profile = make_profile(serving={"extra_args": ["--enable-prefix-caching", "--seed", "7"]})
         assert launch(profile).argv[-3:] == ("--enable-prefix-caching", "--seed", "7")
@@ -165,6 +179,17 @@ class TestSglang:
         argv = launch(profile).argv
         assert flag(argv, "--speculative-algorithm") == "NEXTN"
         assert flag(argv, "--speculative-draft-model-path") == "Qwen/Qwen3-8B"
+        assert "--speculative-draft-model-revision" not in argv
+
+    def test_mtp_draft_is_loaded_at_the_pinned_target_revision(self) -> None:
+        profile = make_profile(
+            engine=SGLANG,
+            target={"model": "Qwen/Qwen3-8B", "revision": "abc123"},
+            proposer={"method": "mtp", "num_speculative_tokens": 1},
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--revision") == "abc123"
+        assert flag(argv, "--speculative-draft-model-revision") == "abc123"
 
     def test_ngram_disables_overlap(self) -> None:
         profile = make_profile(
