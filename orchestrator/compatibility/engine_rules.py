@@ -200,11 +200,17 @@ def extra_args_do_not_override_managed_flags(ctx: CompatContext) -> list[Finding
         Finding.error(
             what=f"serving.extra_args sets {flag}, which specdeploy renders from the profile",
             why="the engine would run with a value that validation and the memory budget never saw",
-            fix=f"remove {flag} from serving.extra_args and set the matching profile field instead",
+            fix=_managed_fix(flag, managed[flag]),
         )
         for flag in _flags(ctx.profile.serving.extra_args)
         if flag in managed and ctx.release.removed(flag) is None
     ]
+
+
+def _managed_fix(flag: str, field: str) -> str:
+    if field.startswith("("):
+        return f"remove {flag} from serving.extra_args: specdeploy sets it for every launch"
+    return f"remove {flag} from serving.extra_args and set `{field}` in the profile instead"
 
 
 def _flags(args: tuple[str, ...]) -> list[str]:

@@ -165,8 +165,9 @@ class Engine(Protocol):
     every engine-specific question the other stages ask."""
 
     name: ClassVar[EngineName]
-    #: Flags this engine module renders itself; extra_args may not set them.
-    managed_flags: ClassVar[frozenset[str]]
+    #: Flags this engine module renders itself -> the profile field that sets each (or
+    #: "(set by specdeploy)"); extra_args may not set them.
+    managed_flags: ClassVar[Mapping[str, str]]
     #: serving.kv_cache_dtype -> the engine's own spelling; a dtype missing here is refused.
     kv_cache_dtypes: ClassVar[Mapping[str, str]]
     #: Why specdeploy renders no multi-node group for this engine; None when `multi_node` works.

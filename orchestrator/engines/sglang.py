@@ -48,40 +48,39 @@ class SglangEngine:
 
     name: ClassVar[EngineName] = "sglang"
     kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
-    managed_flags: ClassVar[frozenset[str]] = frozenset(
-        {
-            "--model-path",
-            "--model",
-            "--host",
-            "--port",
-            "--served-model-name",
-            "--tp-size",
-            "--tensor-parallel-size",
-            "--pp-size",
-            "--context-length",
-            "--max-running-requests",
-            "--mem-fraction-static",
-            "--kv-cache-dtype",
-            "--dtype",
-            "--revision",
-            "--quantization",
-            "--trust-remote-code",
-            "--speculative-algorithm",
-            "--speculative-draft-model-path",
-            "--speculative-draft-model",
-            "--speculative-draft-model-revision",
-            "--speculative-num-steps",
-            "--speculative-eagle-topk",
-            "--speculative-num-draft-tokens",
-            "--cuda-graph-max-bs",
-            "--cuda-graph-max-bs-decode",
-            "--disable-overlap-schedule",
-            "--enable-metrics",
-            "--nnodes",
-            "--node-rank",
-            "--dist-init-addr",
-        }
-    )
+    #: Flags this module renders -> the profile field that sets each (extra_args may not).
+    managed_flags: ClassVar[Mapping[str, str]] = {
+        "--model-path": "target.model",
+        "--model": "target.model",
+        "--host": "(set by specdeploy)",
+        "--port": "serving.port",
+        "--served-model-name": "(set by specdeploy)",
+        "--tp-size": "hardware.tensor_parallel_size",
+        "--tensor-parallel-size": "hardware.tensor_parallel_size",
+        "--pp-size": "hardware.pipeline_parallel_size",
+        "--context-length": "serving.max_model_len",
+        "--max-running-requests": "serving.max_concurrency",
+        "--mem-fraction-static": "sglang.mem_fraction_static",
+        "--kv-cache-dtype": "serving.kv_cache_dtype",
+        "--dtype": "target.dtype",
+        "--revision": "target.revision",
+        "--quantization": "target.quantization",
+        "--trust-remote-code": "target.trust_remote_code",
+        "--speculative-algorithm": "proposer.method",
+        "--speculative-draft-model-path": "proposer.model",
+        "--speculative-draft-model": "proposer.model",
+        "--speculative-draft-model-revision": "proposer.revision",
+        "--speculative-num-steps": "proposer.num_speculative_tokens",
+        "--speculative-eagle-topk": "sglang.eagle_topk",
+        "--speculative-num-draft-tokens": "sglang.num_draft_tokens",
+        "--cuda-graph-max-bs": "sglang.cuda_graph_max_bs",
+        "--cuda-graph-max-bs-decode": "sglang.cuda_graph_max_bs",
+        "--disable-overlap-schedule": "sglang.disable_overlap_schedule",
+        "--enable-metrics": "(set by specdeploy)",
+        "--nnodes": "hardware.gpus_per_node",
+        "--node-rank": "(set by specdeploy)",
+        "--dist-init-addr": "(set by specdeploy)",
+    }
     multi_node_gap: ClassVar[str | None] = None
     #: `docker run --shm-size 32g` in SGLang's install docs
     #: (https://github.com/sgl-project/sglang/blob/v0.5.23/docs/get_started/install.md).

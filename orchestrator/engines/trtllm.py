@@ -104,25 +104,24 @@ class TrtllmEngine:
 
     name: ClassVar[EngineName] = "trtllm"
     kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
-    managed_flags: ClassVar[frozenset[str]] = frozenset(
-        {
-            "--host",
-            "--port",
-            "--backend",
-            "--tp_size",
-            "--tensor_parallel_size",
-            "--pp_size",
-            "--max_batch_size",
-            "--max_seq_len",
-            "--max_num_tokens",
-            "--kv_cache_free_gpu_memory_fraction",
-            "--free_gpu_memory_fraction",
-            "--config",
-            "--extra_llm_api_options",
-            "--revision",
-            "--trust_remote_code",
-        }
-    )
+    #: Flags this module renders -> the profile field that sets each (extra_args may not).
+    managed_flags: ClassVar[Mapping[str, str]] = {
+        "--host": "(set by specdeploy)",
+        "--port": "serving.port",
+        "--backend": "(set by specdeploy)",
+        "--tp_size": "hardware.tensor_parallel_size",
+        "--tensor_parallel_size": "hardware.tensor_parallel_size",
+        "--pp_size": "hardware.pipeline_parallel_size",
+        "--max_batch_size": "trtllm.max_batch_size",
+        "--max_seq_len": "serving.max_model_len",
+        "--max_num_tokens": "trtllm.max_num_tokens",
+        "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+        "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+        "--config": "(set by specdeploy)",
+        "--extra_llm_api_options": "(set by specdeploy)",
+        "--revision": "target.revision",
+        "--trust_remote_code": "target.trust_remote_code",
+    }
 
     multi_node_gap: ClassVar[str | None] = (
         "TensorRT-LLM spans nodes through MPI (trtllm-llmapi-launch under mpirun or Slurm), "

@@ -55,34 +55,33 @@ class VllmEngine:
 
     name: ClassVar[EngineName] = "vllm"
     kv_cache_dtypes: ClassVar[Mapping[str, str]] = KV_DTYPE
-    managed_flags: ClassVar[frozenset[str]] = frozenset(
-        {
-            "--host",
-            "--port",
-            "--served-model-name",
-            "--tensor-parallel-size",
-            "-tp",
-            "--pipeline-parallel-size",
-            "-pp",
-            "--max-model-len",
-            "--max-num-seqs",
-            "--gpu-memory-utilization",
-            "--kv-cache-dtype",
-            "--dtype",
-            "--revision",
-            "--quantization",
-            "-q",
-            "--trust-remote-code",
-            "--speculative-config",
-            "-sc",
-            "--spec-method",
-            "--spec-model",
-            "--spec-tokens",
-            "--enforce-eager",
-            "--max-num-batched-tokens",
-            "--model",
-        }
-    )
+    #: Flags this module renders -> the profile field that sets each (extra_args may not).
+    managed_flags: ClassVar[Mapping[str, str]] = {
+        "--host": "(set by specdeploy)",
+        "--port": "serving.port",
+        "--served-model-name": "(set by specdeploy)",
+        "--tensor-parallel-size": "hardware.tensor_parallel_size",
+        "-tp": "hardware.tensor_parallel_size",
+        "--pipeline-parallel-size": "hardware.pipeline_parallel_size",
+        "-pp": "hardware.pipeline_parallel_size",
+        "--max-model-len": "serving.max_model_len",
+        "--max-num-seqs": "serving.max_concurrency",
+        "--gpu-memory-utilization": "serving.gpu_memory_fraction",
+        "--kv-cache-dtype": "serving.kv_cache_dtype",
+        "--dtype": "target.dtype",
+        "--revision": "target.revision",
+        "--quantization": "target.quantization",
+        "-q": "target.quantization",
+        "--trust-remote-code": "target.trust_remote_code",
+        "--speculative-config": "proposer",
+        "-sc": "proposer",
+        "--spec-method": "proposer.method",
+        "--spec-model": "proposer.model",
+        "--spec-tokens": "proposer.num_speculative_tokens",
+        "--enforce-eager": "vllm.enforce_eager",
+        "--max-num-batched-tokens": "vllm.max_num_batched_tokens",
+        "--model": "target.model",
+    }
 
     multi_node_gap: ClassVar[str | None] = None
     #: /dev/shm for NCCL/torch shared memory with tensor parallelism: 2Gi in vLLM's Kubernetes

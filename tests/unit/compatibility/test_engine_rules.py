@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.engine_rules import (
     draft_tensor_parallel_is_accepted,
@@ -249,6 +251,39 @@ class TestExtraArgsDoNotOverrideManagedFlags:
             )
         )
         assert finding.rule == "engine.managed-flag" and "--max-model-len" in finding.what
+        assert "set `serving.max_model_len` in the profile" in finding.fix
+
+    @pytest.mark.parametrize(
+        ("engine", "flag", "field"),
+        [
+            (
+                {"name": "vllm", "version": "0.32.0"},
+                "--gpu-memory-utilization",
+                "serving.gpu_memory_fraction",
+            ),
+            (
+                {"name": "sglang", "version": "0.5.23"},
+                "--speculative-eagle-topk",
+                "sglang.eagle_topk",
+            ),
+            ({"name": "trtllm", "version": "1.2.1"}, "--max_num_tokens", "trtllm.max_num_tokens"),
+        ],
+    )
+    def test_fix_names_the_profile_field_per_engine(
+        self, engine: dict[str, str], flag: str, field: str
+    ) -> None:
+        finding = only(
+            extra_args_do_not_override_managed_flags(
+                ctx(engine=engine, serving={"extra_args": [flag, "1"]})
+            )
+        )
+        assert f"`{field}`" in finding.fix
+
+    def test_a_flag_specdeploy_always_sets_says_so(self) -> None:
+        finding = only(
+            extra_args_do_not_override_managed_flags(ctx(serving={"extra_args": ["--host", "x"]}))
+        )
+        assert "specdeploy sets it" in finding.fix
 
     def test_negative_numbers_are_not_flags(self) -> None:
         assert (

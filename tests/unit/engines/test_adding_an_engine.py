@@ -79,7 +79,9 @@ def toy_tokens(ctx: CompatContext) -> Finding | None:
 
 class ToyEngine:
     name: ClassVar[str] = "toy"
-    managed_flags: ClassVar[frozenset[str]] = frozenset({"--port", "--memory", "--draft"})
+    managed_flags: ClassVar[dict[str, str]] = {
+        "--port": "serving.port", "--memory": "serving.gpu_memory_fraction", "--draft": "proposer"
+    }
     kv_cache_dtypes: ClassVar[dict[str, str]] = {"auto": "auto"}
     multi_node_gap: ClassVar[str | None] = "toy runs on one node"
     shm_size: ClassVar[str] = "1Gi"
