@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from orchestrator.checkpoint.catalog import catalog_info, catalog_models
 from orchestrator.checkpoint.compare import compare_tokenizers, normalise_model_name
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.resolution import looks_like_path
@@ -186,12 +187,21 @@ def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
     target, head = ctx.target, _head(ctx)
     if target is None or head is None:
         return None  # unresolved or not a head: checkpoint.unresolved / pairing.eagle-generation
-    if head.target_hidden_size is None or target.hidden_size is None:
-        return cannot_check("EAGLE head or target hidden size unknown", ctx.draft, target)
+    if head.target_hidden_size is None:
+        return cannot_check(
+            "the hidden size the EAGLE head was trained for is unknown",
+            ctx.draft,
+            None,
+            facts=("target_hidden_size", "hidden_size"),
+        )
+    if target.hidden_size is None:
+        return cannot_check(
+            "the target's hidden size is unknown", target, None, facts=("hidden_size",)
+        )
     if head.target_hidden_size == target.hidden_size:
         return None
     return Finding.error(
-        what=f"proposer.model {_ref(ctx)} is a {_GENERATION_NAME[head.generation]} head built "
+        what=f"proposer.model {_ref(ctx)} is an {_GENERATION_NAME[head.generation]} head built "
         f"for hidden size {head.target_hidden_size} but target.model {target.ref} has "
         f"hidden_size={target.hidden_size}",
         why="the head cannot read this target's hidden states: load fails or acceptance is ~1",
@@ -348,16 +358,32 @@ def mtp_layers_declared(ctx: CompatContext) -> Finding | None:
     if target is None:
         return None
     if "mtp_layers" in target.unverified or "config.json" in target.missing:
-        return cannot_check("MTP layer count unknown", target, None)
+        return cannot_check("MTP layer count unknown", target, None, facts=("mtp_layers",))
     if target.mtp_layers > 0:
         return None
     return Finding.error(
         what=f"proposer.method: mtp but target.model {target.ref} declares no MTP layers "
         "(no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules)",
         why="there are no MTP layers to draft with; the engine refuses to start",
-        fix="choose a target that ships MTP layers (e.g. XiaomiMiMo/MiMo-7B-Base), or set "
+        fix=f"choose a target that ships MTP layers{_mtp_examples(ctx)}, or set "
         "proposer.method: ngram (or eagle3 with a head trained for this target)",
     )
+
+
+def _mtp_examples(ctx: CompatContext) -> str:
+    """Catalog models whose MTP layers this engine release serves, the target's tokenizer family
+    first (the same family usually means a similar model a user could switch to)."""
+    family = ctx.target.tokenizer_family if ctx.target is not None else None
+    found: list[tuple[bool, str]] = []
+    for model in catalog_models():
+        info = catalog_info(model)
+        if info is None or info.mtp_layers <= 0 or "mtp_layers" in info.unverified:
+            continue
+        if set(info.architectures) & ctx.release.mtp_architectures:
+            found.append((info.tokenizer_family != family or family is None, model))
+    names = [model for _, model in sorted(found)[:2]]
+    served = f"{ctx.release.engine} {ctx.release.version}"
+    return f" that {served} serves (e.g. {' or '.join(names)})" if names else ""
 
 
 @rule(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field, cannot_check
+from orchestrator.engines import ENGINES
 
 
 def _draft_model(ctx: CompatContext) -> bool:
@@ -27,31 +28,71 @@ def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
     checks = [("target.model", ctx.target, tp)]
     if ctx.method in ("draft_model", "eagle", "eagle3"):
         checks.append(("proposer.model", ctx.draft, draft_tp))
-    return [f for field, info, size in checks if info and (f := _tp_finding(field, info, size))]
+    return [
+        f for field, info, size in checks if info and (f := _tp_finding(ctx, field, info, size))
+    ]
 
 
-def _tp_finding(field: str, info: CheckpointInfo, tp: int) -> Finding | None:
+#: Tensor parallel sizes a fix may propose.
+_TP_SIZES = (1, 2, 4, 8, 16)
+
+
+def _splits(info: CheckpointInfo | None, tp: int) -> bool:
+    """Whether `tp` splits the model's query heads, and its KV heads (or replicates them)."""
+    if info is None or info.num_attention_heads is None or info.kv_heads is None:
+        return True  # unknown: do not rule a size out
+    heads, kv = info.num_attention_heads, info.kv_heads
+    return heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
+
+
+def _tp_finding(ctx: CompatContext, field: str, info: CheckpointInfo, tp: int) -> Finding | None:
     heads, kv = info.num_attention_heads, info.kv_heads
     if heads is None or kv is None:
         return at_field(field, cannot_check(f"{field} attention head counts unknown", info, None))
-    kv_ok = kv % tp == 0 if kv >= tp else tp % kv == 0
-    if heads % tp == 0 and kv_ok:
+    if _splits(info, tp):
         return None
-    setting = (
-        "proposer.draft_tensor_parallel_size"
-        if field == "proposer.model"
-        else ("hardware.tensor_parallel_size")
-    )
-    fits = [n for n in (1, 2, 4, 8, 16) if heads % n == 0 and (kv % n == 0 or n % kv == 0)]
     return at_field(
         field,
         Finding.error(
             what=f"{field} {info.ref} has {heads} attention heads and {kv} KV heads, which "
             f"tensor parallel size {tp} cannot split evenly",
             why="the engine asserts divisible head counts when it builds the attention layers",
-            fix=f"set {setting} to one of {fits}",
+            fix=_tp_fix(ctx, field),
         ),
     )
+
+
+def _tp_fix(ctx: CompatContext, field: str) -> str:
+    """Sizes that every other check accepts too: a draft TP the engine allows at this target TP,
+    or a target TP that splits the target and leaves the draft a TP the engine allows."""
+    hardware, proposer = ctx.profile.hardware, ctx.profile.proposer
+    engine = ENGINES[ctx.engine]
+    draft = ctx.draft if field == "proposer.model" or proposer.model is not None else None
+
+    def draft_fits(target_tp: int) -> bool:
+        options = engine.draft_tensor_parallel_choices(ctx.method, target_tp) or (target_tp,)
+        return draft is None or any(_splits(draft, n) for n in options)
+
+    if field == "proposer.model":
+        choices = engine.draft_tensor_parallel_choices(ctx.method, hardware.tensor_parallel_size)
+        drafts = [n for n in choices or () if _splits(draft, n)]
+        if drafts:
+            return f"set proposer.draft_tensor_parallel_size to {' or '.join(map(str, drafts))}"
+    sizes = [
+        n
+        for n in _TP_SIZES
+        if n <= hardware.gpus_per_node and _splits(ctx.target, n) and draft_fits(n)
+    ]
+    if not sizes:
+        return "choose models whose attention heads divide by the GPUs you use"
+    fix = f"set hardware.tensor_parallel_size to one of {sizes}"
+    if proposer.draft_tensor_parallel_size is not None:
+        fix += " (and proposer.draft_tensor_parallel_size to a size the engine accepts with it)"
+    if field == "proposer.model":
+        fix += (
+            f", or choose a draft whose attention heads divide by {hardware.tensor_parallel_size}"
+        )
+    return fix
 
 
 @rule(

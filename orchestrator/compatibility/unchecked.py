@@ -13,22 +13,42 @@ UNCHECKED_WHY = (
 )
 
 
-def cannot_check(what: str, first: CheckpointInfo | None, second: CheckpointInfo | None) -> Finding:
+def cannot_check(
+    what: str,
+    first: CheckpointInfo | None,
+    second: CheckpointInfo | None,
+    *,
+    facts: tuple[str, ...] = (),
+) -> Finding:
+    """An info finding for a check that could not be made, saying for each checkpoint why: the
+    `facts` its catalog source could not confirm, else the files it lacks."""
     refs = [i for i in (first, second) if i is not None]
-    missing = "; ".join(f"{i.ref} lacks {', '.join(i.missing) or 'the field'}" for i in refs)
+    reasons = "; ".join(_reason(i, facts) for i in refs)
     hub = next((i.ref for i in refs if i.source in ("catalog", "hub", "hf-cache")), None)
     download = (
         f"`huggingface-cli download {hub} --include config.json 'tokenizer*' '*.index.json'` "
-        "(then validate without --offline or with the cache), or "
+        "(then validate without --offline or with the cache; `specdeploy catalog add` keeps its "
+        "facts for offline use), or "
         if hub
         else ""
     )
     return Finding.info(
-        what=f"not checked: {what} ({missing or 'no metadata'})",
+        what=f"not checked: {what} ({reasons or 'no metadata'})",
         why=UNCHECKED_WHY,
         fix=f"make the metadata available: {download}point the model at a local directory "
         "with config.json, tokenizer.json and model.safetensors.index.json",
     )
+
+
+def _reason(info: CheckpointInfo, facts: tuple[str, ...]) -> str:
+    unconfirmed = [f for f in facts if f in info.unverified]
+    if unconfirmed:
+        return f"{info.ref}: {', '.join(unconfirmed)} not confirmed by its catalog source"
+    if facts and info.source == "catalog":
+        return f"{info.ref}: its catalog entry does not give {', '.join(facts)}"
+    if info.missing:
+        return f"{info.ref} lacks {', '.join(info.missing)}"
+    return f"{info.ref}: config.json does not give {', '.join(facts) or 'the field'}"
 
 
 def at_field(field: str, finding: Finding) -> Finding:

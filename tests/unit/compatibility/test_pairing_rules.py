@@ -277,6 +277,10 @@ class TestEagleHeadHiddenSizeMatches:
         ctx = context("eagle3", target=catalog("meta-llama/Llama-3.3-70B-Instruct"), draft=draft)
         finding = one(eagle_head_hidden_size_matches(ctx))
         assert finding.severity == "info" and "huggingface-cli download" in finding.fix
+        # It is the head's width that is unknown: the finding names the head, not the target.
+        assert "RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3" in finding.what
+        assert "Llama-3.3-70B-Instruct lacks" not in finding.what
+        assert "meta-llama/Llama-3.3-70B-Instruct" not in finding.what
 
 
 class TestEagleHeadVocabMatches:
@@ -425,6 +429,12 @@ class TestMtpLayersDeclared:
         finding = one(mtp_layers_declared(context("mtp", target=fixture("qwen3-8b"))))
         assert finding.severity == "error" and finding.exit_code == 4
         assert "declares no MTP layers" in finding.what
+        # The fix names catalog models whose MTP this release serves, not a fixed example.
+        assert "that vllm 0.32.0 serves (e.g. " in finding.fix
+        named = finding.fix.split("(e.g. ")[1].split(")")[0].split(" or ")
+        for model in named:
+            info = catalog_info(model)
+            assert info is not None and info.mtp_layers > 0
 
     def test_passes_for_mimo(self) -> None:
         assert mtp_layers_declared(context("mtp", target=fixture("mimo-7b-base"))) == []
@@ -437,7 +447,9 @@ class TestMtpLayersDeclared:
 
     def test_cannot_check_an_unverified_catalog_count(self) -> None:
         ctx = context("mtp", target=catalog("Qwen/Qwen3-Next-80B-A3B-Instruct"))
-        assert one(mtp_layers_declared(ctx)).severity == "info"
+        finding = one(mtp_layers_declared(ctx))
+        assert finding.severity == "info"
+        assert "mtp_layers not confirmed by its catalog source" in finding.what
 
 
 class TestMtpWeightsPresent:
@@ -538,7 +550,27 @@ class TestTensorParallelShape:
         )  # fmt: skip
         finding = one(tensor_parallel_shape(ctx))
         assert finding.field == "proposer.model"
-        assert "proposer.draft_tensor_parallel_size" in finding.fix
+        # vLLM takes a draft TP of 1 or the target's: only 4 splits Qwen2.5-1.5B's 12 heads too.
+        assert finding.fix == "set proposer.draft_tensor_parallel_size to 4"
+
+    def test_never_proposes_a_draft_tp_the_engine_refuses(self) -> None:
+        # Qwen2.5-1.5B has 12 heads and 2 KV heads: TP 8 cannot split them, and vLLM's other
+        # choice for a draft_model (equal to the target's TP) is 8 again.
+        ctx = context(
+            target=fixture("llama-3.1-8b-instruct"), draft=fixture("qwen2.5-1.5b-instruct"),
+            tp=8, draft_tp=8,
+        )  # fmt: skip
+        finding = one(tensor_parallel_shape(ctx))
+        assert not finding.fix.startswith("set proposer.draft_tensor_parallel_size")
+        assert finding.fix.startswith("set hardware.tensor_parallel_size to one of [1, 2, 4] ")
+
+    def test_sglang_has_no_draft_tp_so_the_target_tp_is_proposed(self) -> None:
+        ctx = context(
+            "draft_model", "sglang",
+            target=fixture("qwen2.5-7b-instruct"), draft=fixture("qwen2.5-1.5b-instruct"), tp=8,
+        )  # fmt: skip
+        fixes = [f.fix for f in tensor_parallel_shape(ctx)]
+        assert fixes and all("draft_tensor_parallel_size" not in fix for fix in fixes)
 
     def test_does_not_check_a_draft_for_ngram(self) -> None:
         ctx = context("ngram", target=fixture("qwen3-8b"), draft=ckpt(num_attention_heads=7), tp=2)
