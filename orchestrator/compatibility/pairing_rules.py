@@ -18,6 +18,8 @@ from orchestrator.checkpoint.resolution import looks_like_path
 from orchestrator.compatibility.rule import Check, CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field, cannot_check
 from orchestrator.engines import ENGINES
+from orchestrator.engines.capabilities import known_versions, release_for
+from orchestrator.engines.names import ENGINE_NAMES
 
 _GENERATION_NAME = {"eagle1": "EAGLE-1/2", "eagle3": "EAGLE-3"}
 _UNPINNED = frozenset({"main", "master", "head"})
@@ -310,6 +312,63 @@ def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
 
 
 @rule(
+    "pairing.speculators-format",
+    source="https://github.com/vllm-project/vllm/pull/21345 (vLLM loads speculators-format heads "
+    "from 0.10.1); sglang==0.5.23 wheel: no code reads speculators_config",
+    applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
+)
+@_about("proposer.model")
+def speculators_format_is_read(ctx: CompatContext) -> Finding | None:
+    """A head in the speculators format keeps its layer in `transformer_layer_config` and its
+    pairing in `speculators_config`; an engine without code for that format cannot build the
+    head from it (SGLang looks for an `Eagle3Speculator` model class it does not have)."""
+    head = _head(ctx)
+    if head is None or head.format != "speculators":
+        return None
+    reads = ENGINES[ctx.engine].reads_speculators_heads(ctx.release)
+    if reads:
+        return None
+    readers = _speculators_readers()
+    what = (
+        f"proposer.model {_ref(ctx)} is an EAGLE head in the speculators format, which "
+        f"{ctx.release.engine} {ctx.release.version} "
+    )
+    fix = (
+        f"use the head in its original EAGLE format for this target, or set engine.name: "
+        f"{readers} (they load speculators heads)"
+    )
+    if reads is None:
+        return Finding.warning(
+            what=what + "was not checked to load",
+            why="if the engine has no code for the format, the head fails to load at start-up",
+            fix=fix + ", or check the engine's documentation for speculators support",
+        )
+    return Finding.error(
+        what=what + "has no code to load",
+        why="the engine cannot build the head from this config: start-up fails",
+        fix=fix,
+    )
+
+
+def _speculators_readers() -> str:
+    """Engines with a release that loads speculators heads, from their first such release."""
+    readers = []
+    for name in ENGINE_NAMES:
+        engine = ENGINES[name]
+        first = next(
+            (
+                v
+                for v in known_versions(name)
+                if engine.reads_speculators_heads(release_for(name, v))
+            ),
+            None,
+        )
+        if first is not None:
+            readers.append(f"{name} (from {first})")
+    return " or ".join(readers) or "an engine that does"
+
+
+@rule(
     "pairing.speculators-verifier",
     source="vllm-project/speculators src/speculators/config.py VerifierConfig; catalog.md B4",
     applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
@@ -505,6 +564,7 @@ RULES = (
     eagle_head_vocab_matches,
     eagle_generation_matches,
     eagle_aux_layers_exist,
+    speculators_format_is_read,
     speculators_verifier_matches,
     mtp_layers_declared,
     mtp_weights_present,

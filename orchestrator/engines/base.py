@@ -202,6 +202,11 @@ class Engine(Protocol):
         draft TP setting (the draft runs at the target's)."""
         ...
 
+    def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
+        """Whether this release loads EAGLE heads in the speculators format (a `speculators_config`
+        in config.json); None when that could not be checked in its code."""
+        ...
+
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         """Whether the engine runs this speculative method with pipeline parallelism."""
         ...

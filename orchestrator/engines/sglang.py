@@ -18,6 +18,7 @@ from orchestrator.engines.sglang_metrics import SglangMetrics
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.profile.schema import SpecMethod
 
 #: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
@@ -99,6 +100,12 @@ class SglangEngine:
     ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's --tp-size
+
+    def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
+        # No release has code for the speculators format: sglang==0.5.23 has no reference to
+        # `speculators_config` or `speculators_model_type` anywhere in the wheel.
+        del release
+        return False
 
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         # server_args refuses speculative decoding with pp_size > 1

@@ -1,4 +1,5 @@
-"""SGLang-only compatibility rules: the speculative tree settings the pinned release accepts.
+"""SGLang-only compatibility rules: the speculative tree settings the pinned release accepts, per
+release, from that release's code.
 
 Run only for profiles with engine.name: sglang (`SglangEngine.rules`).
 """
@@ -7,7 +8,16 @@ from __future__ import annotations
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 
-_SGLANG_DOCS = "sgl-project/sglang docs advanced_features/speculative_decoding (overlap scheduler)"
+#: Where the tree's largest size comes from: the draft keeps the `num_draft_tokens - 1` best of
+#: `topk + (steps - 1) x topk^2` scored candidates (torch.topk over them), since SGLang's first
+#: EAGLE tree code.
+_TREE_SOURCE = (
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/"
+    "eagle_utils.py#L100-L110; https://github.com/sgl-project/sglang/blob/v0.4.9/python/sglang/"
+    "srt/speculative/build_eagle_tree.py#L24-L30; chain rewrite: "
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/"
+    "speculative_hook.py#L1255-L1266"
+)
 
 
 def _speculative_tree(ctx: CompatContext) -> bool:
@@ -17,30 +27,43 @@ def _speculative_tree(ctx: CompatContext) -> bool:
 
 @rule(
     "engine.sglang-overlap-topk",
-    source=_SGLANG_DOCS + "; sglang 0.5.11-0.5.23 wheels (SGLANG_ENABLE_SPEC_V2, then always V2)",
-    applies=lambda ctx: _speculative_tree(ctx) and ctx.release.has("spec-overlap-scheduler"),
+    source="https://github.com/sgl-project/sglang/blob/v0.5.11/python/sglang/srt/server_args.py"
+    "#L3460-L3483 (0.5.11-0.5.12: 'spec v2 currently only supports topk = 1'); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.13/python/sglang/srt/speculative/"
+    "spec_info.py#L192-L205 (0.5.13 on: the V2 worker drafts trees)",
+    applies=lambda ctx: (
+        _speculative_tree(ctx)
+        and ctx.release.has("spec-overlap-scheduler")
+        and not ctx.release.has("spec-v2-trees")
+    ),
 )
 def sglang_overlap_needs_topk_one(ctx: CompatContext) -> Finding | None:
-    """SGLang's overlap scheduler (on by default for speculative decoding from 0.5.11; before
-    that speculation ran without it) supports only chain drafting (--speculative-eagle-topk 1);
-    tree drafting must disable it."""
+    """SGLang 0.5.11 and 0.5.12 run speculation with the overlap scheduler by default, but their
+    overlap (spec v2) path drafts chains only: with --speculative-eagle-topk > 1 they turn the
+    overlap scheduler off themselves and run spec v1, with a log line. The deployment serves
+    correctly, slower than the profile suggests. Before 0.5.11 speculation never overlapped;
+    from 0.5.13 the V2 worker drafts trees, overlapped or not."""
     tuning = ctx.profile.sglang
     if tuning is None or tuning.eagle_topk == 1 or tuning.disable_overlap_schedule:
         return None
-    return Finding.error(
+    return Finding.warning(
         what=(
             f"sglang.eagle_topk={tuning.eagle_topk} (tree drafting) with the overlap scheduler on "
-            "(sglang.disable_overlap_schedule: false)"
+            f"in SGLang {ctx.release.version}"
         ),
-        why="SGLang's overlap scheduler only supports --speculative-eagle-topk 1 and refuses the tree",
-        fix="set sglang.disable_overlap_schedule: true, or sglang.eagle_topk: 1",
+        why="this release turns the overlap scheduler off for trees and runs the slower spec v1 "
+        "path; the profile does not say so",
+        fix="set sglang.disable_overlap_schedule: true to say what runs, sglang.eagle_topk: 1 "
+        "to keep the overlap scheduler, or engine.version: 0.5.13 or newer",
     )
 
 
-@rule("engine.sglang-draft-tokens", source=_SGLANG_DOCS, applies=_speculative_tree)
+@rule("engine.sglang-draft-tokens", source=_TREE_SOURCE, applies=_speculative_tree)
 def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
-    """SGLang verifies num_draft_tokens per step: steps + 1 for a chain (it silently rewrites any
-    other value), and between steps + 1 and topk x steps + 1 for a tree."""
+    """SGLang verifies num_draft_tokens per step. A chain (topk 1) verifies steps + 1: any other
+    value is silently rewritten to that. A tree keeps the num_draft_tokens - 1 best-scored of its
+    topk + (steps - 1) x topk^2 candidates, so more than 1 + topk + (steps - 1) x topk^2 fails
+    when the first batch is drafted."""
     tuning = ctx.profile.sglang
     steps = ctx.profile.proposer.num_speculative_tokens
     topk = tuning.eagle_topk if tuning is not None else 1
@@ -48,22 +71,32 @@ def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
     if topk == 1:
         if tokens is None or tokens == steps + 1:
             return None
-        return Finding.error(
+        return Finding.warning(
             what=f"sglang.num_draft_tokens={tokens} but a chain (eagle_topk 1) of {steps} steps verifies {steps + 1}",
-            why="SGLang silently replaces the value, so the deployment would not run what the profile says",
+            why="SGLang replaces the value with steps + 1 (a log line), so the deployment does not "
+            "run what the profile says",
             fix=f"set sglang.num_draft_tokens: {steps + 1}, or remove it",
         )
+    largest = 1 + topk + (steps - 1) * topk * topk
     if tokens is None:
-        return Finding.error(
-            what=f"sglang.eagle_topk={topk} (tree drafting) without sglang.num_draft_tokens",
-            why="SGLang needs steps, topk and draft tokens all set, or all unset",
-            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
+        return Finding.warning(
+            what=(
+                f"sglang.eagle_topk={topk} (tree drafting) without sglang.num_draft_tokens: "
+                f"specdeploy renders {steps + 1} (steps + 1)"
+            ),
+            why=f"the tree then verifies only {steps} of its candidates per step, about what a "
+            "chain would, at the cost of drafting the whole tree",
+            fix=f"set sglang.num_draft_tokens (at most {largest}; SGLang's EAGLE-3 example uses "
+            "16 for 3 steps x topk 4)",
         )
-    if not steps + 1 <= tokens <= topk * steps + 1:
+    if tokens > largest:
         return Finding.error(
-            what=f"sglang.num_draft_tokens={tokens} outside [{steps + 1}, {topk * steps + 1}] for {steps} steps x topk {topk}",
-            why="the draft tree cannot hold that many tokens (or holds fewer than one chain)",
-            fix=f"set sglang.num_draft_tokens between {steps + 1} and {topk * steps + 1}",
+            what=(
+                f"sglang.num_draft_tokens={tokens} but {steps} steps x topk {topk} draft at most "
+                f"{largest} (1 + {topk} + {steps - 1} x {topk}^2)"
+            ),
+            why="the tree has fewer candidates than asked for: drafting fails on the first batch",
+            fix=f"set sglang.num_draft_tokens to at most {largest}",
         )
     return None
 

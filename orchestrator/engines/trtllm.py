@@ -28,6 +28,7 @@ from orchestrator.profile.schema import NgramSpec
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.profile.schema import SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
@@ -147,6 +148,10 @@ class TrtllmEngine:
     ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's tensor_parallel_size
+
+    def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
+        del release
+        return None  # not checked: no release's code could be read for it here
 
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         del method

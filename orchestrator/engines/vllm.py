@@ -20,6 +20,7 @@ from orchestrator.engines.vllm_metrics import VllmMetrics
 
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
+    from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.profile.schema import SpecMethod
 
 #: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
@@ -106,6 +107,9 @@ class VllmEngine:
         if method == "draft_model":
             return (target_tp,)
         return tuple(sorted({1, target_tp}))
+
+    def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
+        return release.has("speculators-heads")
 
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         # vLLM documents speculation as not composable with PP, except EAGLE-3 on recent releases

@@ -66,15 +66,36 @@ class TestValidate:
         assert_user_error(result, 3)
         assert "duplicate key" in result.stderr
 
-    def test_sglang_tree_with_overlap_exits_4(self, tmp_path: Path) -> None:
+    def test_sglang_tree_with_overlap_validates_on_0_5_23(self, tmp_path: Path) -> None:
+        # SGLang's own EAGLE-3 example shape (3 steps, topk 4, 16 draft tokens), overlap on.
         path = write_profile(
             tmp_path,
             engine={"name": "sglang", "version": "0.5.23"},
-            sglang={"eagle_topk": 4, "num_draft_tokens": 8},
+            proposer={
+                "method": "draft_model",
+                "model": "Qwen/Qwen3-0.6B",
+                "num_speculative_tokens": 3,
+            },
+            sglang={"eagle_topk": 4, "num_draft_tokens": 16},
         )
-        result = run("validate", str(path))
+        result = run("validate", str(path), "--offline")
+        assert result.exit_code == 0, result.output
+        assert "engine.sglang-" not in result.output
+
+    def test_sglang_tree_larger_than_its_candidates_exits_4(self, tmp_path: Path) -> None:
+        path = write_profile(
+            tmp_path,
+            engine={"name": "sglang", "version": "0.5.23"},
+            proposer={
+                "method": "draft_model",
+                "model": "Qwen/Qwen3-0.6B",
+                "num_speculative_tokens": 2,
+            },
+            sglang={"eagle_topk": 2, "num_draft_tokens": 8},
+        )
+        result = run("validate", str(path), "--offline")
         assert_user_error(result, 4)
-        assert "engine.sglang-overlap-topk" in result.stderr
+        assert "engine.sglang-draft-tokens" in result.stderr
 
     def test_removed_vllm_flag_exits_4(self, tmp_path: Path) -> None:
         path = write_profile(tmp_path, serving={"extra_args": ["--speculative-model", "x"]})

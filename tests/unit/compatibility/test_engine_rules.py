@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -135,24 +135,28 @@ class TestDraftTensorParallelIsAccepted:
 
 
 class TestSglangOverlapNeedsTopkOne:
-    def test_tree_with_overlap_is_refused(self) -> None:
-        finding = only(
-            sglang_overlap_needs_topk_one(
-                ctx(engine=SGLANG, sglang={"eagle_topk": 4, "num_draft_tokens": 8})
-            )
-        )
-        assert finding.rule == "engine.sglang-overlap-topk"
-        assert "disable_overlap_schedule: true" in finding.fix
+    """By release, from each release's code: 0.5.11-0.5.12 fall back to spec v1 for trees."""
+
+    OVERLAP_V1: ClassVar[dict[str, str]] = {"name": "sglang", "version": "0.5.12"}
+
+    def test_tree_with_overlap_warns_on_the_releases_that_fall_back(self) -> None:
+        tuning = {"eagle_topk": 4, "num_draft_tokens": 8}
+        finding = only(sglang_overlap_needs_topk_one(ctx(engine=self.OVERLAP_V1, sglang=tuning)))
+        assert finding.rule == "engine.sglang-overlap-topk" and finding.severity == "warning"
+        assert "disable_overlap_schedule: true" in finding.fix and "0.5.13" in finding.fix
+
+    def test_does_not_apply_from_the_v2_tree_worker_on(self) -> None:
+        for version in ("0.5.13", "0.5.23"):
+            engine = {"name": "sglang", "version": version}
+            tuning = {"eagle_topk": 4, "num_draft_tokens": 16}
+            assert sglang_overlap_needs_topk_one(ctx(engine=engine, sglang=tuning)) == []
 
     def test_tree_without_overlap_passes(self) -> None:
         tuning = {"eagle_topk": 4, "num_draft_tokens": 8, "disable_overlap_schedule": True}
-        assert sglang_overlap_needs_topk_one(ctx(engine=SGLANG, sglang=tuning)) == []
+        assert sglang_overlap_needs_topk_one(ctx(engine=self.OVERLAP_V1, sglang=tuning)) == []
 
     def test_chain_passes(self) -> None:
-        assert sglang_overlap_needs_topk_one(ctx(engine=SGLANG)) == []
-
-    def test_does_not_apply_to_vllm(self) -> None:
-        assert sglang_overlap_needs_topk_one(ctx()) == []
+        assert sglang_overlap_needs_topk_one(ctx(engine=self.OVERLAP_V1)) == []
 
     def test_does_not_apply_before_the_overlap_scheduler(self) -> None:
         old = {"name": "sglang", "version": "0.5.10"}
@@ -161,26 +165,32 @@ class TestSglangOverlapNeedsTopkOne:
 
 
 class TestSglangDraftTokensAreConsistent:
-    def test_chain_must_verify_steps_plus_one(self) -> None:
+    def test_chain_value_is_rewritten_so_it_warns(self) -> None:
         finding = only(
             sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang={"num_draft_tokens": 9}))
         )
-        assert "sglang.num_draft_tokens: 5" in finding.fix
+        assert finding.severity == "warning" and "sglang.num_draft_tokens: 5" in finding.fix
 
-    def test_tree_needs_explicit_tokens(self) -> None:
-        tuning = {"eagle_topk": 2, "disable_overlap_schedule": True}
+    def test_a_tree_without_tokens_warns_what_is_rendered(self) -> None:
+        tuning = {"eagle_topk": 2}
+        finding = only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning)))
+        assert finding.severity == "warning" and "renders 5 (steps + 1)" in finding.what
+
+    def test_sglangs_documented_eagle3_tree_passes(self) -> None:
+        # docs: --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16
+        proposer = {"method": "eagle3", "model": "org/head", "num_speculative_tokens": 3}
+        tuning = {"eagle_topk": 4, "num_draft_tokens": 16}
         assert (
-            "without sglang.num_draft_tokens"
-            in only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning))).what
+            sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, proposer=proposer, sglang=tuning))
+            == []
         )
 
-    def test_tree_tokens_in_range(self) -> None:
-        tuning = {"eagle_topk": 2, "num_draft_tokens": 20, "disable_overlap_schedule": True}
-        assert (
-            "outside [5, 9]"
-            in only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning))).what
-        )
-        tuning["num_draft_tokens"] = 8
+    def test_more_tokens_than_the_tree_has_candidates_is_refused(self) -> None:
+        # 4 steps x topk 2: 1 + 2 + 3 x 4 = 15 at most.
+        tuning = {"eagle_topk": 2, "num_draft_tokens": 16}
+        finding = only(sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning)))
+        assert finding.severity == "error" and "at most 15 (1 + 2 + 3 x 2^2)" in finding.what
+        tuning["num_draft_tokens"] = 15
         assert sglang_draft_tokens_are_consistent(ctx(engine=SGLANG, sglang=tuning)) == []
 
     def test_does_not_apply_to_ngram(self) -> None:

@@ -6,6 +6,7 @@ indexes), the built-in catalog, or small factories. No test touches the network.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from orchestrator.compatibility.pairing_rules import (
     mtp_layers_declared,
     mtp_weights_present,
     revisions_pinned,
+    speculators_format_is_read,
     speculators_verifier_matches,
     trtllm_eagle_checkpoint,
 )
@@ -138,6 +140,7 @@ def test_rule_ids_are_the_contract() -> None:
         "checkpoint.unresolved", "pairing.draft-tokenizer", "pairing.draft-vocab-size",
         "pairing.eagle-head-hidden-size", "pairing.eagle-head-vocab", "pairing.eagle-generation",
         "pairing.eagle-aux-layers", "pairing.speculators-verifier", "pairing.mtp-layers",
+        "pairing.speculators-format",
         "pairing.mtp-weights", "pairing.revision-pinned", "engine.trtllm-eagle-checkpoint",
         "engine.tensor-parallel-shape", "serving.max-model-len",
     }  # fmt: skip
@@ -385,6 +388,32 @@ class TestEagleAuxLayersExist:
         draft = ckpt(eagle=head(aux_layer_ids=(1, 2, 3)))
         ctx = context("eagle3", target=ckpt(num_hidden_layers=None), draft=draft)
         assert one(eagle_aux_layers_exist(ctx)).severity == "info"
+
+
+class TestSpeculatorsFormatIsRead:
+    HEAD = "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"
+    TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+
+    def ctx(self, engine: EngineName) -> CompatContext:
+        return context("eagle3", engine, target=catalog(self.TARGET), draft=catalog(self.HEAD))
+
+    def test_sglang_has_no_code_for_it(self) -> None:
+        finding = one(speculators_format_is_read(self.ctx("sglang")))
+        assert finding.severity == "error" and "speculators format" in finding.what
+        assert "vllm (from 0.10.1)" in finding.fix
+
+    def test_vllm_reads_it_from_0_10_1(self) -> None:
+        assert speculators_format_is_read(self.ctx("vllm")) == []
+        old = dataclasses.replace(self.ctx("vllm"), release=release_for("vllm", "0.10.0"))
+        assert one(speculators_format_is_read(old)).severity == "error"
+
+    def test_unchecked_engine_warns(self) -> None:
+        assert one(speculators_format_is_read(self.ctx("trtllm"))).severity == "warning"
+
+    def test_does_not_apply_to_a_head_in_its_original_format(self) -> None:
+        draft = catalog("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+        ctx = context("eagle3", "sglang", target=catalog(self.TARGET), draft=draft)
+        assert speculators_format_is_read(ctx) == []
 
 
 class TestSpeculatorsVerifierMatches:

@@ -53,4 +53,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "checkpoint.remote-code",
         "engine.kv-cache-dtype",
         "engine.cpu-memory-fraction",
+        "pairing.speculators-format",
     }
