@@ -236,7 +236,9 @@ def _estimate(
     draft_bytes, draft_tp, heaviest = _draft_weights_per_gpu(profile, target, draft, notes)
     layout = kv.target_layout(profile, target)
     notes.extend(layout.notes)
-    draft_bpt = kv.draft_bytes_per_token(profile, target, draft, draft_tp)
+    draft_cost = kv.draft_kv(profile, target, draft, draft_tp)
+    notes.extend(n for n in draft_cost.notes if n not in notes)
+    draft_bpt = draft_cost.bytes_per_token
     overheads = engine_overheads(profile, target, gpu)
     usable = gpu.usable_gib
     budget = usable * profile.serving.gpu_memory_fraction

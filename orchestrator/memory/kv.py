@@ -68,24 +68,52 @@ def target_layout(
     return TargetKv(full * per_layer, sliding * per_layer * held, tuple(notes))
 
 
-def draft_bytes_per_token(
+@dataclass(frozen=True)
+class DraftKv:
+    """The proposer's KV cost per token on the heaviest GPU, and how it was worked out."""
+
+    bytes_per_token: int
+    notes: tuple[str, ...] = ()
+
+
+def draft_kv(
     profile: Profile, target: CheckpointInfo, draft: CheckpointInfo | None, draft_tp: int | None
-) -> int:
-    """Draft KV per token on the heaviest GPU. vLLM allocates draft layers in the same pool with the
-    same number of blocks (vllm.md §6.2), so a token costs target + draft layers; n-gram has none.
-    MTP layers are attention layers of the target's kind."""
+) -> DraftKv:
+    """Draft KV per token on the heaviest GPU. Engines allocate the draft's layers in the same
+    pool with the same number of blocks as the target's (vLLM: the draft's attention layers join
+    the KV cache spec, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/
+    gpu_model_runner.py `get_kv_cache_spec`), so a token costs target + draft layers; n-gram has
+    none. MTP layers are attention layers of the target's kind. An EAGLE head whose config does
+    not give its attention shape is counted as one decoder layer of the target's shape (what
+    EAGLE heads are), never as free."""
     method = profile.proposer.method
     if method in ("none", "ngram"):
-        return 0
+        return DraftKv(0)
+    dtype = kv_dtype_bytes(profile, target)
+    tp = profile.hardware.tensor_parallel_size
     if method == "mtp":
-        tp = profile.hardware.tensor_parallel_size
-        per_layer = kv_bytes_per_layer(target, tp, kv_dtype_bytes(profile, target))
-        return target.mtp_layers * per_layer
+        return DraftKv(target.mtp_layers * kv_bytes_per_layer(target, tp, dtype))
+    head = method in ("eagle", "eagle3")
+    if head and (draft is None or not _has_attention_shape(draft)):
+        per_layer = kv_bytes_per_layer(target, draft_tp or tp, dtype)
+        name = draft.ref if draft is not None else repr(profile.proposer.model)
+        note = (
+            f"the attention shape of EAGLE head {name} is unknown: its KV is counted as one "
+            f"decoder layer of the target's shape ({per_layer:,} B/token)"
+        )
+        return DraftKv(per_layer, (note,))
     if draft is None or draft_tp is None:
-        return 0
+        return DraftKv(
+            0,
+            (f"proposer.model {profile.proposer.model!r} was not resolved: draft KV not counted",),
+        )
     layers = attention_layout(draft).full + attention_layout(draft).sliding
-    per_layer = kv_bytes_per_layer(draft, draft_tp, kv_dtype_bytes(profile, target))
-    return max(layers, 1) * per_layer
+    per_layer = kv_bytes_per_layer(draft, draft_tp, dtype)
+    return DraftKv(max(layers, 1) * per_layer)
+
+
+def _has_attention_shape(info: CheckpointInfo) -> bool:
+    return bool(info.kv_heads and info.resolved_head_dim) or info.is_mla
 
 
 def sequence_bytes(bytes_per_token: int, fixed: int, seq_len: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from orchestrator.errors import ProfileError
@@ -45,6 +47,20 @@ class TestEstimate:
         assert e.baseline_typical_concurrency is not None
         assert e.baseline_typical_concurrency >= e.typical_concurrency
         assert e.as_json()["typical_concurrency"] == e.typical_concurrency
+
+    def test_an_eagle_head_without_its_attention_shape_costs_one_target_layer(self) -> None:
+        bare = dataclasses.replace(EAGLE3_8B, num_attention_heads=None, num_key_value_heads=None)
+        profile = make_profile()
+        known = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
+        guessed = estimate_memory(profile, LLAMA_8B, bare)
+        assert known is not None and guessed is not None
+        assert guessed.draft_kv_bytes_per_token == known.draft_kv_bytes_per_token == 4096
+        assert any("counted as one decoder layer" in note for note in guessed.notes)
+
+    def test_an_unresolved_eagle_head_is_never_free(self) -> None:
+        e = estimate_memory(make_profile(), LLAMA_8B, None)
+        assert e is not None and e.draft_kv_bytes_per_token == 4096  # 2 x 8 x 128 x 2 B
+        assert any("counted as one decoder layer of the target's shape" in n for n in e.notes)
 
     def test_draft_at_tp1_makes_rank0_heaviest(self) -> None:
         sharded = make_profile(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4})
