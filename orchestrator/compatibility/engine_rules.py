@@ -151,6 +151,35 @@ def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
 
 
 @rule(
+    "engine.attention-data-parallel",
+    source="vLLM --data-parallel-size (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/"
+    "engine/arg_utils.py#L1209); SGLang attn_dp_size (https://github.com/sgl-project/sglang/blob/"
+    "v0.5.23/python/sglang/srt/arg_groups/parallel_hook.py#L326); TensorRT-LLM "
+    "enable_attention_dp (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/tensorrt_llm/llmapi/"
+    "llm_args.py)",
+    applies=lambda ctx: ctx.profile.hardware.attention_data_parallel_size > 1,
+)
+def attention_data_parallel_is_supported(ctx: CompatContext) -> Finding | None:
+    """Attention data parallelism splits a replica's GPUs into groups that each run attention
+    on their own requests. Engines take different group counts: vLLM and SGLang any divisor of
+    the TP size, TensorRT-LLM only one rank per GPU (enable_attention_dp is a switch)."""
+    hardware = ctx.profile.hardware
+    groups, tp = hardware.attention_data_parallel_size, hardware.tensor_parallel_size
+    sizes = ENGINES[ctx.engine].attention_data_parallel_sizes(tp)
+    if groups in sizes:
+        return None
+    return Finding.error(
+        what=(
+            f"hardware.attention_data_parallel_size={groups} with tensor_parallel_size={tp}: "
+            f"{ctx.engine} runs {' or '.join(map(str, sizes))} attention groups there"
+        ),
+        why=f"{ctx.engine} cannot split attention into {groups} groups; the launch would not match "
+        "the plan or would be refused",
+        fix=f"set hardware.attention_data_parallel_size to {' or '.join(map(str, sizes))}",
+    )
+
+
+@rule(
     "engine.kv-cache-dtype",
     source="vLLM CacheDType (vllm/config/cache.py); SGLang server_args --kv-cache-dtype choices; "
     "TensorRT-LLM KvCacheConfig.dtype",
@@ -231,6 +260,7 @@ RULES = (
     draft_tensor_parallel_is_accepted,
     pipeline_parallel_allows_speculation,
     kv_cache_dtype_is_spelled,
+    attention_data_parallel_is_supported,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,
 )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.weights import WeightSharding
     from orchestrator.profile.schema import Profile, SpecMethod
 
 
@@ -150,6 +151,10 @@ class EngineMemory(Protocol):
         """Whether CUDA graphs are captured inside the engine's knob (False: outside it)."""
         ...
 
+    def weight_sharding(self, profile: Profile) -> WeightSharding:
+        """Over how many GPUs each kind of weight is split, given the profile's parallelism."""
+        ...
+
 
 class EngineMetrics(Protocol):
     """How an engine's Prometheus metrics read: acceptance and per-phase times over an interval
@@ -200,6 +205,10 @@ class Engine(Protocol):
     ) -> tuple[int, ...] | None:
         """The draft tensor parallel sizes the engine accepts, or None when it has no separate
         draft TP setting (the draft runs at the target's)."""
+        ...
+
+    def attention_data_parallel_sizes(self, tensor_parallel_size: int) -> tuple[int, ...]:
+        """The attention data-parallel group counts this engine can run at that TP size."""
         ...
 
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:

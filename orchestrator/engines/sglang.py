@@ -57,6 +57,14 @@ class SglangEngine:
         "--port": "serving.port",
         "--served-model-name": "(set by specdeploy)",
         "--tp-size": "hardware.tensor_parallel_size",
+        "--attn-dp-size": "hardware.attention_data_parallel_size",
+        "--attention-data-parallel-size": "hardware.attention_data_parallel_size",
+        "--dp-size": "hardware.attention_data_parallel_size",
+        "--data-parallel-size": "hardware.attention_data_parallel_size",
+        "--enable-dp-attention": "hardware.attention_data_parallel_size",
+        "--ep-size": "hardware.expert_parallel",
+        "--expert-parallel-size": "hardware.expert_parallel",
+        "--enable-ep-moe": "hardware.expert_parallel",
         "--tensor-parallel-size": "hardware.tensor_parallel_size",
         "--pp-size": "hardware.pipeline_parallel_size",
         "--context-length": "serving.max_model_len",
@@ -100,6 +108,11 @@ class SglangEngine:
     ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's --tp-size
+
+    def attention_data_parallel_sizes(self, tensor_parallel_size: int) -> tuple[int, ...]:
+        # attn_dp_size must divide tp_size (`assert cfg.tp_size % cfg.attn_dp_size == 0`,
+        # https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/parallel_hook.py#L326).
+        return tuple(n for n in range(1, tensor_parallel_size + 1) if tensor_parallel_size % n == 0)
 
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
         # No release has code for the speculators format: sglang==0.5.23 has no reference to
@@ -145,6 +158,7 @@ class SglangEngine:
         argv += ["--tp-size", str(hardware.tensor_parallel_size)]
         if hardware.pipeline_parallel_size > 1:
             argv += ["--pp-size", str(hardware.pipeline_parallel_size)]
+        argv += _data_and_expert_parallel(spec)
         argv += ["--context-length", str(serving.max_model_len)]
         argv += ["--max-running-requests", str(serving.max_concurrency)]
         argv += ["--mem-fraction-static", fraction(knob)]
@@ -179,6 +193,24 @@ class SglangEngine:
             ready_path="/health_generate",
             metrics_path="/metrics",
         )
+
+
+def _data_and_expert_parallel(spec: LaunchSpec) -> list[str]:
+    """Attention data parallelism and expert parallelism in the release's spelling: from 0.5.22
+    --attn-dp-size N (the old --dp-size N --enable-dp-attention is deprecated there); experts with
+    --ep-size, which before 0.5.1 also needed --enable-ep-moe."""
+    hardware, release = spec.profile.hardware, spec.release
+    args: list[str] = []
+    groups = hardware.attention_data_parallel_size
+    if groups > 1 and release.has("attn-dp-size-flag"):
+        args += ["--attn-dp-size", str(groups)]
+    elif groups > 1:
+        args += ["--dp-size", str(groups), "--enable-dp-attention"]
+    if hardware.expert_parallel:
+        args += ["--ep-size", str(hardware.tensor_parallel_size)]
+        if release.has("ep-moe-flag"):
+            args.append("--enable-ep-moe")
+    return args
 
 
 def draft_token_count(spec: LaunchSpec) -> int:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.memory.gpus import GIB, by_memory_band
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
@@ -72,3 +73,13 @@ class SglangMemory:
     def graphs_in_budget(self, profile: Profile) -> bool:
         del profile
         return True
+
+    def weight_sharding(self, profile: Profile) -> WeightSharding:
+        # Attention data parallelism: "data-parallel attention groups inside the TP group ...
+        # while the FFN stays tensor parallel" (https://github.com/sgl-project/sglang/blob/
+        # v0.5.23/python/sglang/srt/arg_groups/fields/parallel.py#L80-L90).
+        hardware = profile.hardware
+        tp = hardware.tensor_parallel_size
+        return WeightSharding(
+            attention=hardware.attention_tensor_parallel_size, dense=tp, experts=tp
+        )

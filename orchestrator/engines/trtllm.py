@@ -97,6 +97,8 @@ class LlmApiOptions(_Options):
     disable_overlap_scheduler: bool | None = None
     enable_iter_perf_stats: bool | None = None
     trust_remote_code: bool | None = None
+    enable_attention_dp: bool | None = None
+    moe_expert_parallel_size: int | None = None
     speculative_config: SpeculativeConfig | None = None
 
 
@@ -148,6 +150,10 @@ class TrtllmEngine:
     ) -> tuple[int, ...] | None:
         del method, target_tp
         return None  # the draft runs at the target's tensor_parallel_size
+
+    def attention_data_parallel_sizes(self, tensor_parallel_size: int) -> tuple[int, ...]:
+        # enable_attention_dp is a switch: one attention rank per GPU, or none.
+        return (1, tensor_parallel_size)
 
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
         del release
@@ -249,6 +255,12 @@ def build_options(spec: LaunchSpec, downloads: tuple[ModelDownload, ...] = ()) -
         disable_overlap_scheduler=_overlap_disabled(spec),
         enable_iter_perf_stats=tuning.enable_iter_perf_stats if tuning is not None else True,
         trust_remote_code=True if profile.target.trust_remote_code else None,
+        # enable_attention_dp gives every rank its own attention (attention DP size = TP); the
+        # attention-data-parallel rule refuses any other group count for TensorRT-LLM.
+        enable_attention_dp=True if profile.hardware.attention_data_parallel_size > 1 else None,
+        moe_expert_parallel_size=(
+            profile.hardware.tensor_parallel_size if profile.hardware.expert_parallel else None
+        ),
         speculative_config=_speculative_config(spec, downloads) if spec.speculative else None,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.memory.knobs import MIN_ENGINE_FRACTION, round_down_fraction
+from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
@@ -57,6 +58,15 @@ class TrtllmMemory:
     def graphs_in_budget(self, profile: Profile) -> bool:
         del profile
         return True
+
+    def weight_sharding(self, profile: Profile) -> WeightSharding:
+        # enable_attention_dp keeps the attention of every rank whole; MoE and dense layers stay
+        # split over tensor_parallel_size (or moe_expert_parallel_size).
+        hardware = profile.hardware
+        tp = hardware.tensor_parallel_size
+        return WeightSharding(
+            attention=hardware.attention_tensor_parallel_size, dense=tp, experts=tp
+        )
 
 
 def _free_after_warmup(e: MemoryEstimate) -> float:

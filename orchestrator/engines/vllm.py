@@ -62,6 +62,10 @@ class VllmEngine:
         "--port": "serving.port",
         "--served-model-name": "(set by specdeploy)",
         "--tensor-parallel-size": "hardware.tensor_parallel_size",
+        "--data-parallel-size": "hardware.attention_data_parallel_size",
+        "-dp": "hardware.attention_data_parallel_size",
+        "--enable-expert-parallel": "hardware.expert_parallel",
+        "-ep": "hardware.expert_parallel",
         "-tp": "hardware.tensor_parallel_size",
         "--pipeline-parallel-size": "hardware.pipeline_parallel_size",
         "-pp": "hardware.pipeline_parallel_size",
@@ -108,6 +112,10 @@ class VllmEngine:
             return (target_tp,)
         return tuple(sorted({1, target_tp}))
 
+    def attention_data_parallel_sizes(self, tensor_parallel_size: int) -> tuple[int, ...]:
+        # --data-parallel-size N with --tensor-parallel-size TP / N: any divisor.
+        return tuple(n for n in range(1, tensor_parallel_size + 1) if tensor_parallel_size % n == 0)
+
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
         return release.has("speculators-heads")
 
@@ -136,10 +144,17 @@ class VllmEngine:
         argv: list[str] = ["vllm", "serve", spec.target_model]
         argv += ["--host", spec.host, "--port", str(serving.port)]
         argv += ["--served-model-name", spec.served_model_name]
-        argv += ["--tensor-parallel-size", str(hardware.tensor_parallel_size)]
+        groups = hardware.attention_data_parallel_size
+        argv += ["--tensor-parallel-size", str(hardware.attention_tensor_parallel_size)]
         argv += ["--pipeline-parallel-size", str(hardware.pipeline_parallel_size)]
+        if groups > 1:
+            argv += ["--data-parallel-size", str(groups)]
+        if hardware.expert_parallel:
+            argv.append("--enable-expert-parallel")
         argv += ["--max-model-len", str(serving.max_model_len)]
-        argv += ["--max-num-seqs", str(serving.max_concurrency)]
+        # Each data-parallel rank is an engine core with its own scheduler and max_num_seqs
+        # (vllm/v1/engine/core.py builds one per rank), so the replica's cap is split over them.
+        argv += ["--max-num-seqs", str(-(-serving.max_concurrency // groups))]
         argv += ["--gpu-memory-utilization", fraction(spec.memory_fraction)]
         argv += ["--kv-cache-dtype", KV_DTYPE[serving.kv_cache_dtype]]
         argv += ["--dtype", profile.target.dtype]

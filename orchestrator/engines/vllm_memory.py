@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.capabilities import parse_version
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
@@ -118,3 +119,12 @@ class VllmMemory:
 
     def graphs_in_budget(self, profile: Profile) -> bool:
         return parse_version(profile.engine.version) >= GRAPHS_IN_BUDGET_FROM
+
+    def weight_sharding(self, profile: Profile) -> WeightSharding:
+        # --data-parallel-size N runs N full model replicas at TP / N; --enable-expert-parallel
+        # spreads the experts over all their GPUs (https://github.com/vllm-project/vllm/blob/
+        # v0.32.0/docs/serving/data_parallel_deployment.md).
+        hardware = profile.hardware
+        group = hardware.attention_tensor_parallel_size
+        experts = hardware.tensor_parallel_size if hardware.expert_parallel else group
+        return WeightSharding(attention=group, dense=group, experts=experts)

@@ -22,6 +22,7 @@ from orchestrator.memory.weights import (
     draft_model_weight_bytes,
     eagle_head_weight_bytes,
     mtp_weight_bytes,
+    per_gpu_bytes,
     target_weight_bytes,
 )
 from orchestrator.profile.schema import Profile, SpecMethod
@@ -73,6 +74,9 @@ class MemoryEstimate:
     tensor_parallel_size: int
     draft_tensor_parallel_size: int | None
     heaviest_rank: str
+    attention_data_parallel_size: int = 1
+    """Attention groups of the replica; `max_concurrency` counts the sequences of all of them,
+    `kv_tokens` what one GPU holds."""
     notes: tuple[str, ...] = ()
     suggestions: tuple[Suggestion, ...] = field(default=())
     typical_context_tokens: int | None = None
@@ -164,6 +168,7 @@ class MemoryEstimate:
             "typical_concurrency": self.typical_concurrency,
             "baseline_typical_concurrency": self.baseline_typical_concurrency,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "attention_data_parallel_size": self.attention_data_parallel_size,
             "draft_tensor_parallel_size": self.draft_tensor_parallel_size,
             "heaviest_rank": self.heaviest_rank,
             "notes": list(self.notes),
@@ -228,7 +233,7 @@ def _estimate(
     profile: Profile, target: CheckpointInfo, draft: CheckpointInfo | None, gpu: Gpu
 ) -> MemoryEstimate | None:
     """The estimate without suggestions (suggest.py calls this for each candidate change)."""
-    tp, pp = profile.hardware.tensor_parallel_size, profile.hardware.pipeline_parallel_size
+    tp = profile.hardware.tensor_parallel_size
     target_bytes = target_weight_bytes(profile, target)
     if target_bytes is None:
         return None
@@ -242,7 +247,9 @@ def _estimate(
     overheads = engine_overheads(profile, target, gpu)
     usable = gpu.usable_gib
     budget = usable * profile.serving.gpu_memory_fraction
-    target_gib = target_bytes / (tp * pp) / GIB
+    sharding = ENGINES[profile.engine.name].memory.weight_sharding(profile)
+    target_gib = per_gpu_bytes(target_bytes, target, profile, sharding) / GIB
+    groups = profile.hardware.attention_data_parallel_size  # each holds its own sequences
     fixed_gib = target_gib + draft_bytes / GIB + overheads.total_gib
     kv_gib = budget - fixed_gib
     baseline_gib = budget - target_gib - overheads.total_gib
@@ -254,8 +261,8 @@ def _estimate(
     if typical is not None:
         short = kv.target_layout(profile, target, seq_len=typical)
         bpt = short.bytes_per_token
-        typical_spec = kv.capacity(kv_gib, bpt + draft_bpt, short.fixed, typical).sequences
-        typical_base = kv.capacity(baseline_gib, bpt, short.fixed, typical).sequences
+        typical_spec = groups * kv.capacity(kv_gib, bpt + draft_bpt, short.fixed, typical).sequences
+        typical_base = groups * kv.capacity(baseline_gib, bpt, short.fixed, typical).sequences
     estimate = MemoryEstimate(
         gpu=gpu.name,
         gpu_memory_gib=gpu.memory_gib,
@@ -274,13 +281,14 @@ def _estimate(
         kv_tokens=with_spec.tokens,
         max_model_len=seq_len,
         requested_concurrency=profile.serving.max_concurrency,
-        max_concurrency=with_spec.sequences,
+        max_concurrency=groups * with_spec.sequences,
         baseline_kv_cache_gib=baseline_gib,
         baseline_kv_tokens=base.tokens,
-        baseline_max_concurrency=base.sequences,
+        baseline_max_concurrency=groups * base.sequences,
         one_sequence_fits=with_spec.sequences >= 1,
         method=profile.proposer.method,
         tensor_parallel_size=tp,
+        attention_data_parallel_size=groups,
         draft_tensor_parallel_size=draft_tp,
         heaviest_rank=heaviest,
         notes=tuple(notes),

@@ -51,7 +51,11 @@ def target_layout(
 ) -> TargetKv:
     """Per-GPU KV of the target's own layers (PP stages hold ceil(layers / PP) layers each), for
     sequences of `seq_len` tokens (serving.max_model_len when None)."""
-    tp, pp = profile.hardware.tensor_parallel_size, profile.hardware.pipeline_parallel_size
+    # Heads split over one attention group (all of TP without attention data parallelism).
+    tp, pp = (
+        profile.hardware.attention_tensor_parallel_size,
+        profile.hardware.pipeline_parallel_size,
+    )
     layout = attention_layout(target)
     per_layer = kv_bytes_per_layer(target, tp, kv_dtype_bytes(profile, target))
     full = math.ceil(layout.full / pp)
@@ -90,7 +94,7 @@ def draft_kv(
     if method in ("none", "ngram"):
         return DraftKv(0)
     dtype = kv_dtype_bytes(profile, target)
-    tp = profile.hardware.tensor_parallel_size
+    tp = profile.hardware.attention_tensor_parallel_size
     if method == "mtp":
         return DraftKv(target.mtp_layers * kv_bytes_per_layer(target, tp, dtype))
     head = method in ("eagle", "eagle3")

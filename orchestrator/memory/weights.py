@@ -1,8 +1,10 @@
-"""Weight bytes of the target, of the draft or EAGLE head, and of MTP layers (whole model)."""
+"""Weight bytes of the target, of the draft or EAGLE head, and of MTP layers (whole model), and
+how a replica's weights are spread over its GPUs."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.memory.formulas import (
@@ -16,6 +18,46 @@ from orchestrator.memory.formulas import (
     param_breakdown,
 )
 from orchestrator.profile.schema import Profile
+
+
+@dataclass(frozen=True)
+class WeightSharding:
+    """Over how many GPUs each kind of weight is split (one pipeline stage). Plain tensor
+    parallelism splits everything over tensor_parallel_size; attention data parallelism keeps a
+    copy of the attention weights in each attention group."""
+
+    attention: int
+    dense: int
+    """Dense MLPs, embeddings, the lm_head and norms."""
+    experts: int
+
+    @classmethod
+    def tensor_parallel(cls, tp: int) -> WeightSharding:
+        return cls(attention=tp, dense=tp, experts=tp)
+
+
+def per_gpu_bytes(
+    total: int, info: CheckpointInfo, profile: Profile, sharding: WeightSharding
+) -> int:
+    """Bytes of `total` (the whole model) one GPU holds under `sharding`: each kind's share of the
+    parameters (from config.json) divided by its own split, over the pipeline stages. Without a
+    parameter breakdown every kind is taken as split like the attention."""
+    pp = profile.hardware.pipeline_parallel_size
+    params = param_breakdown(info)
+    uniform = sharding.attention == sharding.dense == sharding.experts
+    if params is None or params.total == 0 or uniform:
+        return math.ceil(total / (sharding.attention * pp))
+    quant = profile.target.quantization or info.quant_method
+    plain = DTYPE_BYTES.get(model_dtype(profile, info), 2.0)
+    packed = bytes_per_param(model_dtype(profile, info), quant, info.quant_bits)
+    experts_only = quant in EXPERTS_ONLY_QUANT
+    attention = params.attention * (plain if experts_only else packed)
+    experts = params.experts * packed
+    dense_linear = params.dense_mlp * (plain if experts_only else packed)
+    dense = dense_linear + (params.embedding + params.lm_head + params.norms) * plain
+    whole = attention + dense + experts
+    weighted = attention / sharding.attention + dense / sharding.dense + experts / sharding.experts
+    return math.ceil(total * weighted / whole / pp)
 
 
 def model_dtype(profile: Profile, info: CheckpointInfo) -> str:

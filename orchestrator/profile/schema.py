@@ -176,6 +176,32 @@ class HardwareSpec(StrictModel):
     """Pipeline stages; TP x PP beyond gpus_per_node needs a multi-node LeaderWorkerSet."""
     gpus_per_node: PositiveInt = 8
     """GPUs available on one node."""
+    attention_data_parallel_size: PositiveInt = 1
+    """Data-parallel attention groups inside the replica's tensor-parallel GPUs: each group keeps
+    the KV cache of its own requests, so an MLA or few-KV-head model holds many more sequences.
+    Must divide tensor_parallel_size. SGLang --attn-dp-size (--dp-size with
+    --enable-dp-attention before 0.5.22), vLLM --data-parallel-size with a tensor parallel size
+    of tensor_parallel_size / this, TensorRT-LLM enable_attention_dp (which needs it equal to
+    tensor_parallel_size)."""
+    expert_parallel: bool = False
+    """Place whole MoE experts on the replica's GPUs instead of sharding every expert (SGLang
+    --ep-size, vLLM --enable-expert-parallel, TensorRT-LLM moe_expert_parallel_size)."""
+
+    @model_validator(mode="after")
+    def _attention_groups_divide_tp(self) -> HardwareSpec:
+        adp, tp = self.attention_data_parallel_size, self.tensor_parallel_size
+        if tp % adp:
+            raise field_error(
+                "attention_data_parallel_size",
+                f"attention_data_parallel_size={adp} does not divide tensor_parallel_size={tp}; "
+                f"use a divisor of {tp}",
+            )
+        return self
+
+    @property
+    def attention_tensor_parallel_size(self) -> int:
+        """GPUs one attention group's heads and KV are split over."""
+        return self.tensor_parallel_size // self.attention_data_parallel_size
 
     @property
     def gpus_per_replica(self) -> int:

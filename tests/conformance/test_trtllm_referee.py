@@ -38,6 +38,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "hardware": {"gpu": "B200", "tensor_parallel_size": 8},
         "serving": {"max_model_len": 8192, "max_concurrency": 8},
     },
+    "mtp-attention-dp-ep": {
+        "target": {"model": "deepseek-ai/DeepSeek-V3"},
+        "proposer": {"method": "mtp", "num_speculative_tokens": 1},
+        "hardware": {
+            "gpu": "B200",
+            "tensor_parallel_size": 8,
+            "attention_data_parallel_size": 8,
+            "expert_parallel": True,
+        },
+        "serving": {"max_model_len": 8192, "max_concurrency": 64},
+    },
     "ngram": {"proposer": {"method": "ngram", "num_speculative_tokens": 4}},
     "ngram-window": {
         "proposer": {"method": "ngram", "num_speculative_tokens": 3, "ngram": {"max_window": 5}},

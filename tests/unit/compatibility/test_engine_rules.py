@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.engine_rules import (
+    attention_data_parallel_is_supported,
     draft_tensor_parallel_is_accepted,
     engine_supports_method,
     engine_version_is_known,
@@ -308,6 +309,25 @@ class TestExtraArgsDoNotOverrideManagedFlags:
             )
             == []
         )
+
+
+class TestAttentionDataParallelIsSupported:
+    def test_trtllm_runs_one_attention_group_per_gpu_or_none(self) -> None:
+        trtllm = {"name": "trtllm", "version": "1.2.1"}
+        hardware = {"tensor_parallel_size": 8, "attention_data_parallel_size": 4}
+        finding = only(attention_data_parallel_is_supported(ctx(engine=trtllm, hardware=hardware)))
+        assert finding.severity == "error" and "1 or 8" in finding.fix
+        hardware["attention_data_parallel_size"] = 8
+        assert attention_data_parallel_is_supported(ctx(engine=trtllm, hardware=hardware)) == []
+
+    def test_vllm_and_sglang_take_any_divisor(self) -> None:
+        hardware = {"tensor_parallel_size": 8, "attention_data_parallel_size": 4}
+        assert attention_data_parallel_is_supported(ctx(hardware=hardware)) == []
+        assert attention_data_parallel_is_supported(ctx(engine=SGLANG, hardware=hardware)) == []
+
+    def test_does_not_apply_without_groups(self) -> None:
+        trtllm = {"name": "trtllm", "version": "1.2.1"}
+        assert attention_data_parallel_is_supported(ctx(engine=trtllm)) == []
 
 
 class TestKvCacheDtypeIsSpelled:

@@ -54,4 +54,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.kv-cache-dtype",
         "engine.cpu-memory-fraction",
         "pairing.speculators-format",
+        "engine.attention-data-parallel",
     }

@@ -27,6 +27,7 @@ from orchestrator.compatibility.rule import CompatContext, Finding, Rule, rule
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.weights import WeightSharding
 
 
 class ToyMemory:
@@ -53,6 +54,9 @@ class ToyMemory:
 
     def graphs_in_budget(self, profile):
         return True
+
+    def weight_sharding(self, profile):
+        return WeightSharding.tensor_parallel(profile.hardware.tensor_parallel_size)
 
 
 class ToyMetrics(NoPhaseTimes):
@@ -112,6 +116,12 @@ class ToyEngine:
 
     def speculates_with_pipeline_parallel(self, method) -> bool:
         return False
+
+    def reads_speculators_heads(self, release):
+        return None
+
+    def attention_data_parallel_sizes(self, tensor_parallel_size):
+        return (1,)
 
     def rules(self) -> tuple[Rule, ...]:
         return (toy_tokens,)

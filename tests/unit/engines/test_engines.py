@@ -124,6 +124,21 @@ class TestVllm:
         config = json.loads(flag(launch(unpinned).argv, "--speculative-config"))
         assert "revision" not in config
 
+    def test_attention_data_parallel_is_data_parallel_ranks_of_smaller_tp(self) -> None:
+        profile = make_profile(
+            hardware={
+                "tensor_parallel_size": 8,
+                "attention_data_parallel_size": 4,
+                "expert_parallel": True,
+            },
+            serving={"max_concurrency": 30},
+        )
+        argv = launch(profile).argv
+        assert flag(argv, "--tensor-parallel-size") == "2"
+        assert flag(argv, "--data-parallel-size") == "4"
+        assert "--enable-expert-parallel" in argv
+        assert flag(argv, "--max-num-seqs") == "8"  # per data-parallel rank: ceil(30 / 4)
+
     def test_extra_args_are_appended_verbatim(self) -> None:
         profile = make_profile(serving={"extra_args": ["--enable-prefix-caching", "--seed", "7"]})
         assert launch(profile).argv[-3:] == ("--enable-prefix-caching", "--seed", "7")
@@ -190,6 +205,34 @@ class TestSglang:
         argv = launch(profile).argv
         assert flag(argv, "--revision") == "abc123"
         assert flag(argv, "--speculative-draft-model-revision") == "abc123"
+
+    @pytest.mark.parametrize(
+        ("version", "expected"),
+        [
+            ("0.5.23", ["--attn-dp-size", "8", "--ep-size", "8"]),
+            ("0.5.21", ["--dp-size", "8", "--enable-dp-attention", "--ep-size", "8"]),
+            (
+                "0.4.9",
+                ["--dp-size", "8", "--enable-dp-attention", "--ep-size", "8", "--enable-ep-moe"],
+            ),
+        ],
+    )
+    def test_attention_data_parallel_and_experts_per_release(
+        self, version: str, expected: list[str]
+    ) -> None:
+        profile = make_profile(
+            engine={"name": "sglang", "version": version},
+            hardware={
+                "tensor_parallel_size": 8,
+                "attention_data_parallel_size": 8,
+                "expert_parallel": True,
+            },
+            serving={"max_concurrency": 64},
+        )
+        argv = list(launch(profile).argv)
+        start = argv.index(expected[0])
+        assert argv[start : start + len(expected)] == expected
+        assert flag(launch(profile).argv, "--max-running-requests") == "64"  # the replica's total
 
     def test_ngram_disables_overlap(self) -> None:
         profile = make_profile(

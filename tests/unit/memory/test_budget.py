@@ -7,7 +7,12 @@ import dataclasses
 import pytest
 
 from orchestrator.errors import ProfileError
-from orchestrator.memory.budget import engine_kv_gib, engine_memory_fraction, estimate_memory
+from orchestrator.memory.budget import (
+    MemoryEstimate,
+    engine_kv_gib,
+    engine_memory_fraction,
+    estimate_memory,
+)
 from orchestrator.memory.gpus import find_gpu, gpu_catalog
 from orchestrator.memory.report import gpu_table, memory_table
 from tests.unit.memory.conftest import DEEPSEEK_V3, EAGLE3_8B, LLAMA_8B, make_profile
@@ -224,3 +229,67 @@ class TestEngineKv:
             assert e is not None
             o = e.overheads
             assert o.activation_gib == max(o.forward_gib, o.sampler_gib)
+
+
+class TestAttentionDataParallel:
+    """DeepSeek-R1 (MLA: one latent per token, not split by TP) on 8 x H200: with attention data
+    parallelism each GPU keeps only its own requests' latents, so the replica holds about eight
+    times the sequences, less what the replicated attention weights cost."""
+
+    @staticmethod
+    def r1(engine: dict[str, str], groups: int) -> MemoryEstimate:
+        from orchestrator.checkpoint.catalog import catalog_info
+
+        target = catalog_info("deepseek-ai/DeepSeek-R1")
+        assert target is not None
+        profile = make_profile(
+            engine=engine,
+            target={"model": "deepseek-ai/DeepSeek-R1"},
+            proposer={"method": "mtp", "num_speculative_tokens": 1},
+            hardware={
+                "gpu": "H200",
+                "tensor_parallel_size": 8,
+                "attention_data_parallel_size": groups,
+                "expert_parallel": groups > 1,
+            },
+            serving={"max_model_len": 32768, "max_concurrency": 256},
+        )
+        e = estimate_memory(profile, target, None)
+        assert e is not None
+        return e
+
+    @pytest.mark.parametrize(
+        "engine",
+        [
+            {"name": "vllm", "version": "0.32.0"},
+            {"name": "sglang", "version": "0.5.23"},
+            {"name": "trtllm", "version": "1.2.1"},
+        ],
+    )
+    def test_groups_multiply_the_sequences_the_replica_holds(self, engine: dict[str, str]) -> None:
+        tp, dp = self.r1(engine, 1), self.r1(engine, 8)
+        assert dp.target_weights_gib > tp.target_weights_gib  # attention copied per group
+        assert dp.kv_bytes_per_token == tp.kv_bytes_per_token  # MLA latent: not split either way
+        assert 4 * tp.max_concurrency < dp.max_concurrency < 8 * tp.max_concurrency
+        assert dp.as_json()["attention_data_parallel_size"] == 8
+
+    def test_gqa_heads_split_over_one_group_only(self) -> None:
+        tp = estimate_memory(
+            make_profile(hardware={"gpu": "H100-80GB", "tensor_parallel_size": 8}),
+            LLAMA_8B,
+            EAGLE3_8B,
+        )
+        dp = estimate_memory(
+            make_profile(
+                hardware={
+                    "gpu": "H100-80GB",
+                    "tensor_parallel_size": 8,
+                    "attention_data_parallel_size": 2,
+                }
+            ),
+            LLAMA_8B,
+            EAGLE3_8B,
+        )
+        assert tp is not None and dp is not None
+        # 8 KV heads over 8 GPUs: 1 per GPU; over a group of 4: 2 per GPU.
+        assert dp.target_kv_bytes_per_token == 2 * tp.target_kv_bytes_per_token
