@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.checkpoint.files import read_json_object
+from orchestrator.checkpoint.files import UnreadableMetadata, read_json_object
 
 #: Every packaged YAML data file, as (package, file name).
 DATA_FILES: tuple[tuple[str, str], ...] = (
@@ -64,7 +64,10 @@ def read_data_file(source: Path) -> Any:
 
 
 def _read_compiled(path: Path, crc32: int) -> Any | None:
-    document = read_json_object(path)
+    try:
+        document = read_json_object(path)
+    except UnreadableMetadata:  # a damaged twin: parse the YAML instead
+        return None
     if document is None or document.get("crc32") != crc32:
         return None
     return document.get("data")

@@ -34,9 +34,10 @@ class UnreadableFile(Exception):
         self.problem = problem
 
 
-def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
+def read_regular_file(path: Path, max_bytes: int, *, whole: bool = True) -> bytes | None:
     """The bytes of `path`, or None when nothing exists there. Raises `UnreadableFile` when it
-    is not a regular file, holds more than `max_bytes`, or the OS refuses to read it."""
+    is not a regular file, holds more than `max_bytes`, or the OS refuses to read it. With
+    `whole=False`, the first `max_bytes` bytes of a longer file (a header)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -54,6 +55,8 @@ def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
     finally:
         os.close(fd)
     if len(data) > max_bytes:
+        if not whole:
+            return data[:max_bytes]
         raise UnreadableFile(path, f"is larger than {_size(max_bytes)}, the most specdeploy reads")
     return data
 
