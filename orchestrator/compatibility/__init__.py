@@ -10,6 +10,7 @@ from orchestrator.compatibility import (
     loading_rules,
     memory_rules,
     pairing_rules,
+    secret_rules,
     shape_rules,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, run_rules
@@ -21,6 +22,7 @@ RULE_MODULES: Final[tuple[ModuleType, ...]] = (
     shape_rules,
     engine_rules,
     memory_rules,
+    secret_rules,
 )
 ALL_RULES: Final[tuple[Rule, ...]] = tuple(r for m in RULE_MODULES for r in m.RULES)
 RULES_BY_ID: Final[dict[str, list[Rule]]] = {}

@@ -47,4 +47,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.kv-cache-dtype",
         "engine.cpu-memory-fraction",
         "engine.multi-node",
+        "serving.secret-in-args",
     }
