@@ -68,7 +68,7 @@ class CheckpointResolver:
             tried.append(f"local directory: {problem}")
             return None
         assert path is not None
-        if _is_dir(path) and _is_file(path / "config.json"):
+        if _is_dir(path) and _exists(path / "config.json"):  # read even if unusable: say why
             location = str(path.resolve())
             return read_checkpoint_dir(
                 path, ref=model, source="local", location=location, revision=None
@@ -232,13 +232,6 @@ def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()
     except (OSError, ValueError):  # a name too long for this filesystem
-        return False
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
         return False
 
 

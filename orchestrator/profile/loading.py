@@ -278,7 +278,7 @@ class _Builder:
             return None
         try:
             return _CONSTRUCTORS[node.tag](_LEAVES, node)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, yaml.YAMLError):
+        except Exception:  # PyYAML's converters raise ValueError, KeyError, IndexError, ...
             self._issue(
                 node,
                 loc,

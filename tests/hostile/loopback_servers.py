@@ -63,3 +63,42 @@ def status_server(status: int) -> Iterator[tuple[str, list[str]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def answers_once_server() -> Iterator[str]:
+    """http://127.0.0.1:PORT of a server that answers the first request (200, empty) and then
+    accepts every later connection without a byte: a hub that passes a reachability check and
+    then stalls the downloads."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        answered = False
+        while not stop.is_set():
+            try:
+                connection = listener.accept()[0]
+            except OSError:
+                continue
+            held.append(connection)
+            if not answered:
+                answered = True
+                connection.recv(65536)
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        for connection in held:
+            connection.close()
+        listener.close()
