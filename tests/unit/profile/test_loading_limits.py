@@ -142,7 +142,9 @@ class TestSchemaBounds:
     def test_model_references_any_filesystem_can_hold(self, model: str, message: str) -> None:
         assert message in _issue(VALID.replace("Qwen/Qwen3-8B", model)).what
 
-    @pytest.mark.parametrize("model", ["~/models/qwen", "/abs/path", "./rel", "Qwen/Qwen3-8B", "org/m.v2"])
+    @pytest.mark.parametrize(
+        "model", ["~/models/qwen", "/abs/path", "./rel", "Qwen/Qwen3-8B", "org/m.v2"]
+    )
     def test_ordinary_model_references_pass(self, model: str) -> None:
         assert parse_profile(VALID.replace("Qwen/Qwen3-8B", model)).target.model == model
 
