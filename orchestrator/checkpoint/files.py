@@ -32,12 +32,9 @@ class UnreadableMetadata(Exception):
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        """ "<file>: `key` <problem>" (or "<file> <problem>" when no single key is at fault)."""
-        return (
-            f"{self.file}: `{self.key}` {self.problem}"
-            if self.key
-            else f"{self.file} {self.problem}"
-        )
+        """ "<file>: `key` <problem>", or "<file>: <problem>" when no single key is at fault."""
+        where = f"{self.file}: `{self.key}`" if self.key else f"{self.file}:"
+        return f"{where} {self.problem}"
 
 
 class BadValue(ValueError):

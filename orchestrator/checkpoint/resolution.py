@@ -50,15 +50,17 @@ class CheckpointResolver:
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "").lower() in _TRUE
         self.hf_cache = hf_cache
         self._hub_silent: str | None = None  # set once the hub failed to answer in time
+        self._reading = "local directory"  # the place whose files are being read
 
     def resolve(self, field: str, model: str, revision: str | None) -> CheckpointInfo | Unresolved:
         """Metadata of `model` (the profile's `field`), or what was tried and why it failed."""
         tried: list[str] = []
+        self._reading = "local directory"
         try:
             found = self._resolve(model, revision, tried)
         except UnreadableMetadata as exc:
             problem = exc.describe()
-            tried.append(f"{_place(tried)}: unreadable: {problem}")
+            tried.append(f"{self._reading}: unreadable: {problem}")
             return Unresolved(field, model, revision, tuple(tried), unreadable=problem)
         return found or Unresolved(field, model, revision, tuple(tried))
 
@@ -143,12 +145,10 @@ class CheckpointResolver:
             at = f" at revision {revision}" if revision else ""
             tried.append(f"Hugging Face cache {cache}: no config.json for {model}{at}")
             return None
-        tried.append(f"Hugging Face cache {cache}: {snapshot}")  # named if it is unreadable
-        info = read_checkpoint_dir(
+        self._reading = f"Hugging Face cache {cache}"
+        return read_checkpoint_dir(
             snapshot, ref=model, source="hf-cache", location=location, revision=snapshot.name
         )
-        tried.pop()
-        return info
 
     def _from_hub(
         self, model: str, revision: str | None, tried: list[str]
@@ -173,12 +173,10 @@ class CheckpointResolver:
             tried.append(outcome)
             return None
         assert outcome is not None
-        tried.append(f"hub: {outcome}")  # named if it is unreadable
-        info = read_checkpoint_dir(
+        self._reading = "hub"
+        return read_checkpoint_dir(
             outcome, ref=model, source="hub", location=str(outcome), revision=outcome.name
         )
-        tried.pop()
-        return info
 
 
 def hub_deadline() -> float:
@@ -221,11 +219,6 @@ def _within(seconds: float, work: Callable[[], T]) -> tuple[bool, T | None]:
     if errors:
         raise errors[0]
     return True, result[0]
-
-
-def _place(tried: list[str]) -> str:
-    """Where the unreadable file was found: the last place recorded, else the local directory."""
-    return tried[-1].split(":", 1)[0] if tried else "local directory"
 
 
 def _is_dir(path: Path) -> bool:

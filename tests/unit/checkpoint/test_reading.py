@@ -140,7 +140,7 @@ def test_a_readable_vocab_json_is_not_reported_missing(tmp_path: Path) -> None:
 
 def test_a_damaged_config_is_unreadable_not_missing(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(UnreadableMetadata, match=r"config.json is not valid JSON"):
+    with pytest.raises(UnreadableMetadata, match=r"config.json: is not valid JSON"):
         read_checkpoint_dir(tmp_path, ref="x", source="local", location="x", revision=None)
 
 
