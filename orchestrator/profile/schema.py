@@ -40,9 +40,12 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 # Bounds on every number, so that no value can overflow the memory arithmetic (floats) or the
 # engines' and Kubernetes' own integer types. Types are strict: `true` is not 1, 2.0 is not 2.
-#: Kubernetes `replicas` and the engines' C++ batch and token limits are int32.
+#: Kubernetes `replicas` is an int32 (https://kubernetes.io/docs/reference/kubernetes-api/
+#: workload-resources/deployment-v1/#DeploymentSpec), and so are TensorRT-LLM's maxBatchSize and
+#: maxNumTokens (`SizeType32` in cpp/include/tensorrt_llm/executor/executor.h, ExecutorConfig).
 INT32_MAX: Final = 2**31 - 1
-#: More GPUs than any single model replica uses (TP x PP); the largest NVLink domain is 576.
+#: A bound on GPU counts (TP, PP, GPUs per node): far beyond any one replica, small enough that
+#: TP x PP and the memory arithmetic stay exact.
 MAX_GPUS: Final = 1024
 #: Longest model reference: Linux PATH_MAX is 4096 including the profile's directory; each path
 #: component is at most NAME_MAX (255) bytes.
