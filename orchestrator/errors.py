@@ -9,6 +9,8 @@ from typing import ClassVar
 
 # Exit codes are a contract (DESIGN.md §4). 2 is click's usage error.
 EXIT_OK = 0
+#: Any other user error, including output that cannot be written (docs/cli.md).
+EXIT_OTHER = 1
 EXIT_PROFILE_INVALID = 3
 EXIT_INCOMPATIBLE = 4
 EXIT_OVER_BUDGET = 5
@@ -59,6 +61,14 @@ class OverMemoryBudgetError(OrchestratorError):
     """The plan does not fit the GPU memory budget."""
 
     exit_code = EXIT_OVER_BUDGET
+
+
+class OutputError(OrchestratorError):
+    """Output cannot be written where the user asked: the filesystem refused, or the directory
+    holds files specdeploy did not write. Exit 1: not a profile, pairing, memory, cluster or
+    bench problem, so none of 3-7 applies."""
+
+    exit_code = EXIT_OTHER
 
 
 class DeployError(OrchestratorError):

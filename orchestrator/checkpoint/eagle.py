@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.checkpoint import files
 from orchestrator.checkpoint.info import EagleGeneration, EagleHeadInfo, HeadFormat
 
 _SPECULATORS_GENERATION: dict[str, EagleGeneration] = {
@@ -25,25 +26,36 @@ _EAGLE3_KEYS = ("draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "eagle_c
 def eagle_head_info(
     config: Mapping[str, Any], tensor_names: tuple[str, ...] | None
 ) -> EagleHeadInfo | None:
-    """The head facts, or None when nothing marks the checkpoint as an EAGLE head."""
+    """The head facts, or None when nothing marks the checkpoint as an EAGLE head. Raises
+    `files.BadValue` naming the key when a value it reads has the wrong type or range."""
     kind = _generation_and_format(config, tensor_names)
     if kind is None:
         return None
     generation, head_format = kind
-    layer = _mapping(config.get("transformer_layer_config")) or config
-    hidden = _int(layer.get("hidden_size"))
-    verifier = _mapping(_mapping(config.get("speculators_config")).get("verifier"))
+    layer_key = "transformer_layer_config"
+    layer = files.mapping(config.get(layer_key), layer_key)
+    prefix = f"{layer_key}." if layer else ""
+    layer = layer or config
+    hidden = files.count(layer.get("hidden_size"), f"{prefix}hidden_size")
+    speculators = files.mapping(config.get("speculators_config"), "speculators_config")
+    verifier = files.mapping(speculators.get("verifier"), "speculators_config.verifier")
     return EagleHeadInfo(
         generation=generation,
         format=head_format,
         hidden_size=hidden,
-        target_hidden_size=_int(config.get("target_hidden_size")) or hidden,
-        vocab_size=_int(layer.get("vocab_size")) or _int(config.get("vocab_size")),
-        draft_vocab_size=_int(config.get("draft_vocab_size")),
+        target_hidden_size=files.count(config.get("target_hidden_size"), "target_hidden_size")
+        or hidden,
+        vocab_size=files.count(layer.get("vocab_size"), f"{prefix}vocab_size")
+        or files.count(config.get("vocab_size"), "vocab_size"),
+        draft_vocab_size=files.count(config.get("draft_vocab_size"), "draft_vocab_size"),
         has_d2t=None if tensor_names is None else "d2t" in tensor_names,
         aux_layer_ids=_aux_layer_ids(config),
-        verifier_name=_str(verifier.get("name_or_path")),
-        verifier_architectures=tuple(str(a) for a in verifier.get("architectures") or ()),
+        verifier_name=files.text(
+            verifier.get("name_or_path"), "speculators_config.verifier.name_or_path"
+        ),
+        verifier_architectures=files.strings(
+            verifier.get("architectures"), "speculators_config.verifier.architectures"
+        ),
     )
 
 
@@ -54,7 +66,7 @@ def _generation_and_format(
     if isinstance(speculators_type, str):
         generation = _SPECULATORS_GENERATION.get(speculators_type)
         return (generation, "speculators") if generation else None
-    architectures = [str(a) for a in config.get("architectures") or ()]
+    architectures = files.strings(config.get("architectures"), "architectures")
     if any("Eagle3" in a for a in architectures):
         if "LlamaForCausalLMEagle3" in architectures:
             return "eagle3", "specforge"
@@ -82,20 +94,16 @@ def _from_tensors_or_shape(
 
 
 def _aux_layer_ids(config: Mapping[str, Any]) -> tuple[int, ...] | None:
-    for scope in (config, _mapping(config.get("eagle_config"))):
-        ids = scope.get("eagle_aux_hidden_state_layer_ids")
-        if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
-            return tuple(ids)
+    key = "eagle_aux_hidden_state_layer_ids"
+    for prefix, scope in (("", config), ("eagle_config.", _eagle_config(config))):
+        ids = scope.get(key)
+        if ids is None:
+            continue
+        if not isinstance(ids, list):
+            raise files.BadValue(prefix + key, f"is {files.describe(ids)}, not a list of layer ids")
+        return tuple(files.count(i, f"{prefix}{key}[{n}]") or 0 for n, i in enumerate(ids))
     return None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _eagle_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    return files.mapping(config.get("eagle_config"), "eagle_config")

@@ -161,9 +161,23 @@ class Unresolved:
     revision: str | None
     tried: tuple[str, ...]
     """Each place looked, in order, with why it failed (e.g. "hub: skipped (offline)")."""
+    unreadable: str | None = None
+    """The metadata file that was found but could not be used, with its key and problem."""
 
     def suggestion(self) -> str:
         """How to make this model resolvable: the smallest thing the user can do."""
+        if self.unreadable is not None:
+            again = (
+                ""
+                if looks_like_path(self.model)
+                else f" (`huggingface-cli download {self.model} --force-download --include "
+                "config.json 'tokenizer*' '*.index.json'`)"
+            )
+            return (
+                f"repair or replace {self.unreadable.split(': ', 1)[0]}: specdeploy reads only "
+                f"well-formed metadata; download the checkpoint's files again{again} or point "
+                f"{self.field} at a directory whose files are intact"
+            )
         if looks_like_path(self.model):
             return (
                 f"fix the path in {self.field} (relative paths resolve against the profile's "
@@ -171,12 +185,26 @@ class Unresolved:
             )
         revision_flag = f" --revision {self.revision}" if self.revision else ""
         section = self.field.rsplit(".", 1)[0]
-        return (
+        fix = (
             f"download the metadata once: `huggingface-cli download {self.model}{revision_flag} "
             f"--include config.json 'tokenizer*' '*.index.json'`; or pin {section}.revision to a "
             f"commit already in the cache; or set {self.field} to a local directory with "
-            "config.json; or drop --offline / unset HF_HUB_OFFLINE so the hub can be asked"
+            "config.json"
         )
+        if any(t.startswith(HUB_SKIPPED) for t in self.tried):
+            return fix + "; or drop --offline / unset HF_HUB_OFFLINE so the hub can be asked"
+        if any(t.startswith(HUB_SILENT) for t in self.tried):
+            return fix + (
+                "; or make the hub answer (check HF_ENDPOINT, the proxy variables and the "
+                "network), then validate again"
+            )
+        return fix
+
+
+#: How `tried` entries begin when the hub was not asked, or did not answer usefully (written by
+#: checkpoint.resolution).
+HUB_SKIPPED = "hub: skipped (offline"
+HUB_SILENT = ("hub: unreachable", "hub: did not answer", "hub: answered HTTP 5")
 
 
 def looks_like_path(model: str) -> bool:

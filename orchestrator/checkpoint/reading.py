@@ -12,8 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
+from orchestrator.checkpoint import files
 from orchestrator.checkpoint.eagle import eagle_head_info
-from orchestrator.checkpoint.files import read_json_object
+from orchestrator.checkpoint.files import BadValue, read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, CheckpointSource
 from orchestrator.checkpoint.tokenizer import read_tokenizer
 from orchestrator.checkpoint.weights import INDEX_FILE, count_mtp_tensors, read_weight_facts
@@ -71,10 +72,19 @@ _QUANT_BITS: Final[Mapping[str, float]] = {
 def read_checkpoint_dir(
     path: Path, *, ref: str, source: CheckpointSource, location: str, revision: str | None
 ) -> CheckpointInfo:
-    """Read every metadata file present in `path`; absent files are listed in `missing`."""
+    """Read every metadata file present in `path`; absent files are listed in `missing`.
+    Raises `UnreadableMetadata` when a file is present but unusable (a value of the wrong type,
+    not finite, negative or absurdly large; not JSON; too large; not a regular file)."""
     config = read_json_object(path / "config.json")
     tokenizer = read_tokenizer(path)
     weights = read_weight_facts(path)
+    try:
+        info = info_from_config(
+            config or {}, ref=ref, source=source, location=location, revision=revision
+        )
+        eagle = eagle_head_info(config or {}, weights.tensor_names if weights else None)
+    except BadValue as exc:
+        raise exc.in_file(path / "config.json") from None
     missing = [
         name
         for name, absent in (
@@ -84,9 +94,6 @@ def read_checkpoint_dir(
         )
         if absent
     ]
-    info = info_from_config(
-        config or {}, ref=ref, source=source, location=location, revision=revision
-    )
     info = replace(
         info,
         tokenizer=tokenizer,
@@ -95,10 +102,14 @@ def read_checkpoint_dir(
         mtp_tensor_count=(
             count_mtp_tensors(weights.tensor_names, info.num_hidden_layers) if weights else None
         ),
-        eagle=eagle_head_info(config or {}, weights.tensor_names if weights else None),
+        eagle=eagle,
         missing=tuple(missing),
     )
-    return _with_modelopt_quant(info, read_json_object(path / "hf_quant_config.json"))
+    quant_file = path / "hf_quant_config.json"
+    try:
+        return _with_modelopt_quant(info, read_json_object(quant_file))
+    except BadValue as exc:
+        raise exc.in_file(quant_file) from None
 
 
 def info_from_config(
@@ -109,30 +120,37 @@ def info_from_config(
     location: str,
     revision: str | None,
 ) -> CheckpointInfo:
-    """The facts `config.json` alone gives (no tokenizer, weights or head analysis)."""
+    """The facts `config.json` alone gives (no tokenizer, weights or head analysis). Raises
+    `BadValue` naming the key when a value it reads has the wrong type or range."""
     text = _text_config(config)
-    rope = _mapping(text.get("rope_scaling"))
-    quant = _mapping(config.get("quantization_config"))
+    rope = files.mapping(text.get("rope_scaling"), "rope_scaling")
+    quant = files.mapping(config.get("quantization_config"), "quantization_config")
+    auto_map = files.mapping(config.get("auto_map"), "auto_map")
     info = CheckpointInfo(
         ref=ref,
         source=source,
         location=location,
         revision=revision,
-        architectures=tuple(str(a) for a in config.get("architectures") or ()),
-        model_type=_str(config.get("model_type")),
-        rope_scaling_factor=_float(rope.get("factor")),
-        original_max_position_embeddings=_int(rope.get("original_max_position_embeddings")),
-        rope_type=_str(rope.get("rope_type") or rope.get("type")),
-        torch_dtype=_str(text.get("torch_dtype") or text.get("dtype")),
-        tie_word_embeddings=_bool(_first(text, ("tie_word_embeddings",), config)),
+        architectures=files.strings(config.get("architectures"), "architectures"),
+        model_type=files.text(config.get("model_type"), "model_type"),
+        rope_scaling_factor=files.number(rope.get("factor"), "rope_scaling.factor"),
+        original_max_position_embeddings=files.count(
+            rope.get("original_max_position_embeddings"),
+            "rope_scaling.original_max_position_embeddings",
+        ),
+        rope_type=_text(rope, ("rope_type", "type"), "rope_scaling."),
+        torch_dtype=_text(text, ("torch_dtype", "dtype")),
+        tie_word_embeddings=files.flag(
+            _first(text, ("tie_word_embeddings",), config)[1], "tie_word_embeddings"
+        ),
         layer_types=_layer_types(text.get("layer_types")),
         mtp_layers=mtp_layer_count(config),
-        quant_method=_str(quant.get("quant_method")),
+        quant_method=files.text(quant.get("quant_method"), "quantization_config.quant_method"),
         quant_bits=_quant_bits(quant),
-        custom_code=tuple(f"{k}={v}" for k, v in sorted(_mapping(config.get("auto_map")).items())),
+        custom_code=tuple(f"{k}={v}" for k, v in sorted(auto_map.items())),
     )
     # Aliased integer fields (hidden_size, heads, MoE, MLA, ...), one lookup each.
-    aliased: dict[str, Any] = {name: _int(_first(text, k)) for name, k in FIELD_ALIASES.items()}
+    aliased: dict[str, Any] = {name: _count(text, keys) for name, keys in FIELD_ALIASES.items()}
     return replace(info, **aliased)
 
 
@@ -141,9 +159,9 @@ def mtp_layer_count(config: Mapping[str, Any]) -> int:
     `mtp_config` (Inkling), 0 when none is declared."""
     for scope in (config, _text_config(config), config.get("mtp_config")):
         if isinstance(scope, Mapping):
-            value = _int(_first(scope, MTP_KEYS))
+            value = _count(scope, MTP_KEYS)
             if value is not None:
-                return max(value, 0)
+                return value
     return 0
 
 
@@ -157,25 +175,39 @@ def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return config
 
 
-def _first(config: Mapping[str, Any], keys: tuple[str, ...], *more: Mapping[str, Any]) -> Any:
+def _first(
+    config: Mapping[str, Any], keys: tuple[str, ...], *more: Mapping[str, Any]
+) -> tuple[str, Any]:
+    """(key, value) of the first of `keys` set in `config` (then in `more`); (keys[0], None)."""
     for scope in (config, *more):
         for key in keys:
             if scope.get(key) is not None:
-                return scope[key]
-    return None
+                return key, scope[key]
+    return keys[0], None
+
+
+def _count(scope: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    key, value = _first(scope, keys)
+    return files.count(value, key)
+
+
+def _text(scope: Mapping[str, Any], keys: tuple[str, ...], prefix: str = "") -> str | None:
+    key, value = _first(scope, keys)
+    return files.text(value, prefix + key)
 
 
 def _layer_types(value: Any) -> tuple[str, ...] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    return None
+    return files.strings(value, "layer_types") if value is not None else None
 
 
 def _quant_bits(quant: Mapping[str, Any]) -> float | None:
     for key in ("bits", "weight_bits", "w_bit"):
-        if isinstance(quant.get(key), int | float):
-            return float(quant[key])
-    method = str(quant.get("quant_method", "")).lower()
+        bits = files.number(quant.get(key), f"quantization_config.{key}")
+        if bits is not None:
+            return bits
+    method = (
+        files.text(quant.get("quant_method"), "quantization_config.quant_method") or ""
+    ).lower()
     bits = _QUANT_BITS.get(method)
     return float(bits) if bits is not None else None
 
@@ -184,33 +216,9 @@ def _with_modelopt_quant(info: CheckpointInfo, hf_quant: dict[str, Any] | None) 
     """NVIDIA ModelOpt checkpoints describe quantization in hf_quant_config.json instead."""
     if info.quant_method is not None or hf_quant is None:
         return info
-    section = hf_quant.get("quantization")
-    algo = section.get("quant_algo") if isinstance(section, dict) else None
-    if not isinstance(algo, str):
+    section = files.mapping(hf_quant.get("quantization"), "quantization")
+    algo = files.text(section.get("quant_algo"), "quantization.quant_algo")
+    if algo is None:
         return info
     method = algo.lower()
     return replace(info, quant_method=method, quant_bits=_QUANT_BITS.get(method))
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _str(value: Any) -> str | None:
-    return str(value) if isinstance(value, str) and value else None
-
-
-def _bool(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None

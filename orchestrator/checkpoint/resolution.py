@@ -3,6 +3,13 @@ user catalog (`specdeploy catalog add`) and the built-in catalog.
 
 The order is DESIGN.md §3. Each place that was tried and failed is recorded, so an unresolvable
 model becomes an `Unresolved` that says exactly where specdeploy looked and why each place failed.
+A metadata file that is found but unusable stops the search there (`Unresolved.unreadable`): a
+damaged file is reported, never skipped in favour of older facts.
+
+The hub is asked over HTTP first (one request, short timeout), and the whole hub step runs under
+one deadline (`HUB_DEADLINE_S`, or SPECDEPLOY_HUB_TIMEOUT seconds): a hub or proxy that accepts
+connections and never answers would otherwise hold `validate` for minutes while the hub client
+retries each file with backoff.
 `huggingface_hub` is imported only when the cache or hub is consulted (CLI start-up time).
 """
 
@@ -10,23 +17,32 @@ from __future__ import annotations
 
 import os
 import re
-import socket
+import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Final, TypeVar
 
 from orchestrator.checkpoint.catalog import catalog_info
 from orchestrator.checkpoint.catalog.user import user_catalog_info, user_catalog_path
-from orchestrator.checkpoint.info import CheckpointInfo, Unresolved, looks_like_path
+from orchestrator.checkpoint.files import UnreadableMetadata
+from orchestrator.checkpoint.info import HUB_SILENT, CheckpointInfo, Unresolved, looks_like_path
 from orchestrator.checkpoint.reading import METADATA_FILES, read_checkpoint_dir
 from orchestrator.errors import OrchestratorError
 
 __all__ = ["CheckpointResolver", "looks_like_path"]
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# A hub repo id: optional namespace, then a name; each part at most 96 characters (the hub's own
+# limit: huggingface_hub `validate_repo_id`).
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[\w.-]{1,96})?")
 _TRUE = frozenset({"1", "true", "yes", "on"})
-# Seconds to wait for a TCP connection to the hub before treating it as unreachable.
-_PROBE_TIMEOUT_S = 3.0
+#: Seconds the whole hub step (probe and metadata downloads) may take for one model.
+HUB_DEADLINE_S: Final = 30.0
+#: Seconds to wait for the hub's answer to the reachability probe.
+PROBE_TIMEOUT_S: Final = 5.0
+HUB_TIMEOUT_ENV: Final = "SPECDEPLOY_HUB_TIMEOUT"
+T = TypeVar("T")
 
 
 class CheckpointResolver:
@@ -36,27 +52,45 @@ class CheckpointResolver:
         self.base_dir = base_dir
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "").lower() in _TRUE
         self.hf_cache = hf_cache
+        self._hub_silent: str | None = None  # set once the hub failed to answer in time
+        self._reading = "local directory"  # the place whose files are being read
 
     def resolve(self, field: str, model: str, revision: str | None) -> CheckpointInfo | Unresolved:
         """Metadata of `model` (the profile's `field`), or what was tried and why it failed."""
-        path = Path(model).expanduser()
-        path = path if path.is_absolute() else self.base_dir / path
         tried: list[str] = []
-        if path.is_dir() and (path / "config.json").is_file():
+        self._reading = "local directory"
+        try:
+            found = self._resolve(model, revision, tried)
+        except UnreadableMetadata as exc:
+            problem = exc.describe()
+            tried.append(f"{self._reading}: unreadable: {problem}")
+            return Unresolved(field, model, revision, tuple(tried), unreadable=problem)
+        return found or Unresolved(field, model, revision, tuple(tried))
+
+    def _resolve(self, model: str, revision: str | None, tried: list[str]) -> CheckpointInfo | None:
+        path, problem = self._local_path(model)
+        if problem is not None:
+            tried.append(f"local directory: {problem}")
+            return None
+        assert path is not None
+        if _is_dir(path) and _exists(path / "config.json"):  # read even if unusable: say why
             location = str(path.resolve())
             return read_checkpoint_dir(
                 path, ref=model, source="local", location=location, revision=None
             )
-        if path.is_dir():
+        if _is_dir(path):
             tried.append(f"local directory: {path} has no config.json")
-            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
-        if path.exists() or looks_like_path(model):
-            what = "is a file, not a checkpoint directory" if path.exists() else "does not exist"
+            return None
+        if _exists(path) or looks_like_path(model):
+            what = "is a file, not a checkpoint directory" if _exists(path) else "does not exist"
             tried.append(f"local directory: {path} {what}")
-            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
-        if not _REPO_ID.match(model):
-            tried.append(f"hub: {model!r} is neither an existing directory nor a hub id (org/name)")
-            return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
+            return None
+        if not _REPO_ID.fullmatch(model):
+            tried.append(
+                f"hub: {_clip(model)!r} is neither an existing directory nor a hub id (org/name, "
+                "each part at most 96 characters)"
+            )
+            return None
         tried.append(f"local directory: {path} does not exist")
         for step in (self._from_cache, self._from_hub):
             found = step(model, revision, tried)
@@ -69,7 +103,17 @@ class CheckpointResolver:
         if info is not None:
             return info
         tried.append(f"built-in catalog: no entry for {model}")
-        return Unresolved(field=field, model=model, revision=revision, tried=tuple(tried))
+        return None
+
+    def _local_path(self, model: str) -> tuple[Path | None, str | None]:
+        """The directory `model` names, or why it cannot name one."""
+        if "\x00" in model:
+            return None, "a path cannot contain a NUL character"
+        try:
+            path = Path(model).expanduser()
+        except RuntimeError:  # "~user" of a user this host does not know
+            return None, f"{_clip(model)!r} starts with ~user, and no such user exists here"
+        return (path if path.is_absolute() else self.base_dir / path), None
 
     def cache_dir(self) -> Path:
         """The hub cache: the explicit one, else HF_HUB_CACHE, else HF_HOME/hub."""
@@ -86,7 +130,7 @@ class CheckpointResolver:
         cache = self.cache_dir()
         # The standard cache keeps each repo in models--org--name; when that folder is absent
         # nothing can be cached, and skipping the huggingface_hub import keeps `validate` fast.
-        if not (cache / ("models--" + model.replace("/", "--"))).is_dir():
+        if not _is_dir(cache / ("models--" + model.replace("/", "--"))):
             tried.append(f"Hugging Face cache {cache}: {model} is not cached")
             return None
         from huggingface_hub import try_to_load_from_cache
@@ -104,6 +148,7 @@ class CheckpointResolver:
             at = f" at revision {revision}" if revision else ""
             tried.append(f"Hugging Face cache {cache}: no config.json for {model}{at}")
             return None
+        self._reading = f"Hugging Face cache {cache}"
         return read_checkpoint_dir(
             snapshot, ref=model, source="hf-cache", location=location, revision=snapshot.name
         )
@@ -114,17 +159,26 @@ class CheckpointResolver:
         if self.offline:
             tried.append("hub: skipped (offline: --offline or HF_HUB_OFFLINE=1)")
             return None
-        unreachable = _hub_unreachable()
-        if unreachable is not None:
-            tried.append(f"hub: unreachable ({unreachable})")
+        if self._hub_silent is not None:  # one deadline per run, not one per model
+            tried.append(self._hub_silent)
             return None
-        try:
-            snapshot = _download_metadata(model, revision, self.cache_dir())
-        except Exception as exc:  # the hub client raises many types; none may crash validation
-            tried.append(f"hub: {type(exc).__name__}: {_first_line(exc)}")
+        deadline = hub_deadline()
+        cache = self.cache_dir()
+        finished, outcome = _within(deadline, lambda: _ask_hub(model, revision, cache, deadline))
+        if not finished:
+            outcome = (
+                f"hub: did not answer ({_host(_endpoint())}: no complete answer within "
+                f"{deadline:g} s; {HUB_TIMEOUT_ENV} sets this deadline)"
+            )
+        if isinstance(outcome, str):
+            if outcome.startswith(HUB_SILENT):
+                self._hub_silent = outcome
+            tried.append(outcome)
             return None
+        assert outcome is not None
+        self._reading = "hub"
         return read_checkpoint_dir(
-            snapshot, ref=model, source="hub", location=str(snapshot), revision=snapshot.name
+            outcome, ref=model, source="hub", location=str(outcome), revision=outcome.name
         )
 
 
@@ -141,6 +195,66 @@ def _from_user_catalog(model: str, tried: list[str]) -> CheckpointInfo | None:
     return info
 
 
+def hub_deadline() -> float:
+    """Seconds the hub step may take: SPECDEPLOY_HUB_TIMEOUT when it is a positive number."""
+    try:
+        value = float(os.environ.get(HUB_TIMEOUT_ENV, ""))
+    except ValueError:
+        return HUB_DEADLINE_S
+    return value if 0 < value < 3600 else HUB_DEADLINE_S
+
+
+def _ask_hub(model: str, revision: str | None, cache: Path, deadline: float) -> Path | str:
+    """The downloaded snapshot directory, or the `tried` entry saying why there is none."""
+    unreachable = _hub_unreachable(model, revision, min(PROBE_TIMEOUT_S, deadline))
+    if unreachable is not None:
+        return unreachable
+    try:
+        return _download_metadata(model, revision, cache)
+    except Exception as exc:  # the hub client raises many types; none may crash validation
+        return f"hub: {type(exc).__name__}: {_first_line(exc)}"
+
+
+def _within(seconds: float, work: Callable[[], T]) -> tuple[bool, T | None]:
+    """Run `work` in a daemon thread for at most `seconds`: (finished, result). A thread cannot
+    be cancelled; one still blocked on a silent server is abandoned and ends with the process."""
+    result: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="specdeploy-hub", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return False, None
+    if errors:
+        raise errors[0]
+    return True, result[0]
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a name too long for this filesystem
+        return False
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
 def _only_snapshot(cache: Path, model: str) -> Path | None:
     from huggingface_hub.file_download import repo_folder_name
 
@@ -149,18 +263,36 @@ def _only_snapshot(cache: Path, model: str) -> Path | None:
     return found[0].parent if len(found) == 1 else None
 
 
-def _hub_unreachable() -> str | None:
-    """Why the hub endpoint cannot be reached, or None. Probed once with a short timeout because
-    the hub client retries a failed request with backoff for about 25 s before giving up."""
+def _hub_unreachable(model: str, revision: str | None, timeout: float) -> str | None:
+    """Why the hub cannot serve `model`, or None when it answers. One HTTP request (a bare TCP
+    connect would pass a proxy or server that accepts connections and never answers): a HEAD of
+    the file the download asks for first, without retries. 5xx answers stop here too, because
+    the hub client would retry them with backoff."""
+    import httpx
+
+    url = f"{_endpoint()}/{model}/resolve/{revision or 'main'}/config.json"
+    where = _host(url)
+    try:
+        response = httpx.head(url, timeout=timeout, follow_redirects=False)
+    except httpx.TimeoutException:
+        return f"hub: did not answer ({where}: no HTTP response within {timeout:g} s)"
+    except (httpx.HTTPError, OSError, ValueError) as exc:
+        return f"hub: unreachable ({where}: {_first_line(exc) or type(exc).__name__})"
+    if response.status_code >= 500:
+        return f"hub: answered HTTP {response.status_code} ({where}); not retried"
+    return None
+
+
+def _endpoint() -> str:
     from huggingface_hub import constants
 
-    url = urllib.parse.urlsplit(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname or "", port), timeout=_PROBE_TIMEOUT_S).close()
-    except OSError as exc:
-        return f"{url.hostname}:{port}: {exc}"
-    return None
+    return str(constants.ENDPOINT).rstrip("/")
+
+
+def _host(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
 
 
 def _download_metadata(model: str, revision: str | None, cache: Path) -> Path:

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checkpoint.files import read_json_object
+from orchestrator.checkpoint import files
+from orchestrator.checkpoint.files import BadValue, read_json_object
 from orchestrator.checkpoint.info import TokenizerInfo
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
@@ -20,20 +21,28 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
 
 def read_tokenizer(directory: Path) -> TokenizerInfo | None:
     """Fingerprint the tokenizer in `directory`, or None when no readable vocabulary file exists
-    (a SentencePiece `tokenizer.model` alone cannot be read without its protobuf schema)."""
-    special = read_json_object(directory / "tokenizer_config.json") or {}
+    (a SentencePiece `tokenizer.model` alone cannot be read without its protobuf schema).
+    Raises `UnreadableMetadata` naming the file and key when a present file is unusable."""
+    config_file = directory / "tokenizer_config.json"
+    special = read_json_object(config_file) or {}
     tokenizer_json = read_json_object(directory / "tokenizer.json")
     if tokenizer_json is not None:
-        vocab = _model_vocab(tokenizer_json.get("model"))
-        added = _added_tokens(tokenizer_json.get("added_tokens"))
         source = "tokenizer.json"
+        try:
+            vocab = _model_vocab(tokenizer_json.get("model"))
+            added = _added_tokens(tokenizer_json.get("added_tokens"))
+        except BadValue as exc:
+            raise exc.in_file(directory / source) from None
     else:
         vocab_json = read_json_object(directory / "vocab.json")
         if vocab_json is None:
             return None
-        vocab = {str(k): int(v) for k, v in vocab_json.items() if isinstance(v, int)}
-        added = _added_from_config(special.get("added_tokens_decoder"))
         source = "vocab.json"
+        vocab = {str(k): v for k, v in vocab_json.items() if _is_id(v)}
+        try:
+            added = _added_from_config(special.get("added_tokens_decoder"))
+        except BadValue as exc:
+            raise exc.in_file(config_file) from None
     if not vocab and not added:
         return None
     return fingerprint(vocab, added, special, source_file=source)
@@ -76,19 +85,29 @@ def _model_vocab(model: Any) -> dict[str, int]:
         return {}
     vocab = model.get("vocab")
     if isinstance(vocab, dict):  # BPE, WordPiece, WordLevel
-        return {str(k): int(v) for k, v in vocab.items() if isinstance(v, int)}
+        return {str(k): v for k, v in vocab.items() if _is_id(v)}
     if isinstance(vocab, list):  # Unigram: [[piece, score], ...]; the id is the position
-        return {str(entry[0]): i for i, entry in enumerate(vocab) if isinstance(entry, list)}
+        return {
+            str(entry[0]): i for i, entry in enumerate(vocab) if isinstance(entry, list) and entry
+        }
     return {}
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= files.MAX_COUNT
 
 
 def _added_tokens(entries: Any) -> tuple[tuple[int, str, bool], ...]:
     if not isinstance(entries, list):
         return ()
     return tuple(
-        (int(e["id"]), str(e["content"]), bool(e.get("special", False)))
-        for e in entries
-        if isinstance(e, dict) and "id" in e and "content" in e
+        (
+            files.count(e["id"], f"added_tokens[{n}].id") or 0,
+            str(e["content"]),
+            bool(e.get("special", False)),
+        )
+        for n, e in enumerate(entries)
+        if isinstance(e, dict) and e.get("id") is not None and "content" in e
     )
 
 
@@ -98,7 +117,7 @@ def _added_from_config(decoder: Any) -> tuple[tuple[int, str, bool], ...]:
     return tuple(
         (int(k), str(v.get("content")), bool(v.get("special", False)))
         for k, v in decoder.items()
-        if isinstance(v, dict) and str(k).isdigit()
+        if isinstance(v, dict) and k.isascii() and k.isdigit() and len(k) <= 16
     )
 
 

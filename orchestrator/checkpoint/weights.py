@@ -7,18 +7,25 @@ spec). Only that header is read; the tensor data after it is never touched.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from orchestrator.checkpoint import files
+from orchestrator.checkpoint.files import BadValue, UnreadableMetadata, read_json_object
+from orchestrator.untrusted_files import UnreadableFile, parse_json, read_regular_file
 
 INDEX_FILE = "model.safetensors.index.json"
-# A header larger than this is not a safetensors header (the format caps it at 100 MB).
-_MAX_HEADER_BYTES = 100_000_000
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+#: The format's own cap on the JSON header (safetensors `MAX_HEADER_SIZE`, https://github.com/
+#: huggingface/safetensors/blob/45c8c2cbd1a86ce87866a584410984bcd9aa25fc/safetensors/src/tensor.rs#L8).
+MAX_HEADER_BYTES: Final = 100_000_000
+#: Most top-level .safetensors files read; the largest real checkpoints have a few hundred shards.
+MAX_SHARDS: Final = 10_000
+_LAYER = re.compile(r"(?:^|\.)layers\.([0-9]{1,9})\.")
 _MTP_MARKERS = ("mtp", "nextn")
 
 
@@ -35,9 +42,10 @@ class WeightFacts:
 
 def read_weight_facts(directory: Path) -> WeightFacts | None:
     """Tensor names, total bytes and parameter count, or None when neither an index nor a
-    top-level safetensors file exists."""
+    top-level safetensors file exists. Raises `UnreadableMetadata` when the index or a header is
+    present but unusable (a guessed total from the remaining files would be silently wrong)."""
     index = _read_index(directory / INDEX_FILE)
-    headers = [h for h in map(read_header, sorted(directory.glob("*.safetensors"))) if h]
+    headers = [read_header(path) for path in _shards(directory)]
     if index is None and not headers:
         return None
     header_names = tuple(n for h in headers for n in h if n != "__metadata__")
@@ -56,20 +64,38 @@ def read_weight_facts(directory: Path) -> WeightFacts | None:
     return WeightFacts(header_names, _data_bytes(headers), params, "headers")
 
 
-def read_header(path: Path) -> dict[str, Any] | None:
-    """The JSON header of one .safetensors file, or None when it is not a valid header."""
+def read_header(path: Path) -> dict[str, Any]:
+    """The checked JSON header of one .safetensors file: every tensor entry has a string dtype,
+    a shape of whole numbers and two ordered byte offsets. Raises `UnreadableMetadata`."""
     try:
-        with path.open("rb") as handle:
-            prefix = handle.read(8)
-            if len(prefix) != 8:
-                return None
-            (length,) = struct.unpack("<Q", prefix)
-            if length > _MAX_HEADER_BYTES:
-                return None
-            header = json.loads(handle.read(length).decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return header if isinstance(header, dict) else None
+        prefix = read_regular_file(path, 8, whole=False) or b""
+        if len(prefix) < 8:
+            raise UnreadableMetadata(path, "is shorter than a safetensors header (8 bytes)")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES:
+            raise UnreadableMetadata(
+                path, f"declares a {length}-byte header (the format allows {MAX_HEADER_BYTES})"
+            )
+        raw = read_regular_file(path, 8 + length, whole=False) or b""
+    except UnreadableFile as exc:
+        raise UnreadableMetadata(path, exc.problem) from None
+    if len(raw) < 8 + length:
+        raise UnreadableMetadata(
+            path, f"declares a {length}-byte header but ends {len(raw) - 8} bytes after it starts"
+        )
+    try:
+        header = parse_json(raw[8 : 8 + length])
+    except ValueError as exc:
+        raise UnreadableMetadata(path, f"has a header that {exc}") from None
+    if not isinstance(header, dict):
+        raise UnreadableMetadata(path, f"has a header that is {files.describe(header)}")
+    try:
+        for name, entry in header.items():
+            if name != "__metadata__":
+                _check_tensor(name, entry)
+    except BadValue as exc:
+        raise exc.in_file(path) from None
+    return header
 
 
 def count_mtp_tensors(names: tuple[str, ...], num_hidden_layers: int | None) -> int:
@@ -88,16 +114,51 @@ def count_mtp_tensors(names: tuple[str, ...], num_hidden_layers: int | None) -> 
     return count
 
 
-def _read_index(path: Path) -> tuple[tuple[str, ...], int | None] | None:
+def _shards(directory: Path) -> list[Path]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        found = sorted(islice(directory.glob("*.safetensors"), MAX_SHARDS + 1))
+    except OSError as exc:
+        raise UnreadableMetadata(directory, f"cannot be listed ({exc.strerror or exc})") from None
+    if len(found) > MAX_SHARDS:
+        raise UnreadableMetadata(directory, f"holds more than {MAX_SHARDS} .safetensors files")
+    return found
+
+
+def _check_tensor(name: str, entry: Any) -> None:
+    if not isinstance(entry, dict):
+        raise BadValue(name, f"is {files.describe(entry)}, not a tensor entry")
+    if not isinstance(entry.get("dtype"), str):
+        raise BadValue(f"{name}.dtype", f"is {files.describe(entry.get('dtype'))}, not a string")
+    shape = entry.get("shape")
+    if not isinstance(shape, list):
+        raise BadValue(f"{name}.shape", f"is {files.describe(shape)}, not a list")
+    for i, dim in enumerate(shape):
+        if files.count(dim, f"{name}.shape[{i}]") is None:
+            raise BadValue(f"{name}.shape[{i}]", "is null, not a whole number")
+    if math.prod(shape) > files.MAX_COUNT:
+        raise BadValue(f"{name}.shape", "holds more than 2^53 elements")
+    offsets = entry.get("data_offsets")
+    if not isinstance(offsets, list) or len(offsets) != 2:
+        raise BadValue(f"{name}.data_offsets", f"is {files.describe(offsets)}, not [begin, end]")
+    begin = files.count(offsets[0], f"{name}.data_offsets[0]")
+    end = files.count(offsets[1], f"{name}.data_offsets[1]")
+    if begin is None or end is None or end < begin:
+        raise BadValue(f"{name}.data_offsets", f"is [{begin}, {end}], not two ordered offsets")
+
+
+def _read_index(path: Path) -> tuple[tuple[str, ...], int | None] | None:
+    data = read_json_object(path)
+    if data is None:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
-        return None
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    total = metadata.get("total_size") if isinstance(metadata, dict) else None
-    return tuple(sorted(data["weight_map"])), int(total) if isinstance(total, int | float) else None
+    try:
+        weight_map = files.mapping(data.get("weight_map"), "weight_map")
+        if "weight_map" not in data:
+            raise BadValue("weight_map", "is missing")
+        metadata = files.mapping(data.get("metadata"), "metadata")
+        total = files.count(metadata.get("total_size"), "metadata.total_size")
+    except BadValue as exc:
+        raise exc.in_file(path) from None
+    return tuple(sorted(weight_map)), total
 
 
 def _data_bytes(headers: list[dict[str, Any]]) -> int:
@@ -105,14 +166,14 @@ def _data_bytes(headers: list[dict[str, Any]]) -> int:
         int(t["data_offsets"][1]) - int(t["data_offsets"][0])
         for h in headers
         for name, t in h.items()
-        if name != "__metadata__" and isinstance(t, dict) and "data_offsets" in t
+        if name != "__metadata__"
     )
 
 
 def _param_count(headers: list[dict[str, Any]]) -> int:
     return sum(
-        math.prod(int(d) for d in t.get("shape", ()))
+        math.prod(int(d) for d in t["shape"])
         for h in headers
         for name, t in h.items()
-        if name != "__metadata__" and isinstance(t, dict)
+        if name != "__metadata__"
     )

@@ -14,7 +14,7 @@ from orchestrator.cli.options import (
     profile_argument,
     strict_option,
 )
-from orchestrator.deploy.dry_run_files import render_files, write_files
+from orchestrator.deploy.dry_run_files import MARKER, render_files, write_file, write_files
 from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
 from orchestrator.plan.build import load_and_plan
@@ -28,7 +28,8 @@ from orchestrator.plan.types import DeploymentPlan, PlanResult
     "out_dir",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Directory for launch.json, engine config files and k8s/ manifests.",
+    help="Directory for launch.json, engine config files and k8s/ manifests; replaced whole "
+    f"(only a new or empty directory, or one an earlier render wrote: it holds {MARKER}).",
 )
 @click.option(
     "--helm-values",
@@ -51,7 +52,8 @@ def render(
 ) -> None:
     """Validate, then write the engine launch and Kubernetes manifests (a dry run).
 
-    Nothing is written unless the profile is valid. Exit codes as for validate.
+    Nothing is written unless the profile is valid. Exit codes as for validate, and 1 when the
+    files cannot be written (DIR holds files specdeploy did not write, or the filesystem refuses).
     """
     plan = load_and_plan(profile, offline=offline, ignore=frozenset(ignore))
     code = plan.exit_code(strict=strict)
@@ -60,9 +62,7 @@ def render(
         files = render_files(plan)
         written = write_files(files, out_dir)
         if helm_values_file is not None:
-            written += write_files(
-                {helm_values_file.name: helm_values_yaml(plan)}, helm_values_file.parent
-            )
+            written.append(write_file(helm_values_file, helm_values_yaml(plan)))
     if output == "json":
         document = plan_document(plan, strict=strict)
         document["written"] = [str(p) for p in written]

@@ -16,6 +16,7 @@ from orchestrator.compatibility import (
     loading_rules,
     memory_rules,
     pairing_rules,
+    secret_rules,
     shape_rules,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, run_rules
@@ -29,6 +30,7 @@ GENERIC_RULE_MODULES: Final[tuple[ModuleType, ...]] = (
     shape_rules,
     engine_rules,
     memory_rules,
+    secret_rules,
 )
 GENERIC_RULES: Final[tuple[Rule, ...]] = tuple(r for m in GENERIC_RULE_MODULES for r in m.RULES)
 

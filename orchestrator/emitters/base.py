@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import yaml
 
+from orchestrator.datafiles import SAFE_LOADER
 from orchestrator.registry import LazyRegistry
 
 if TYPE_CHECKING:
@@ -114,9 +115,18 @@ def manifest_files(manifests: list[Manifest]) -> dict[str, str]:
 
 def canonical_yaml(body: dict[str, Any]) -> str:
     """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly), in
-    UTF-8 (escaped, a character outside the Basic Multilingual Plane would be a surrogate pair)."""
+    UTF-8. PyYAML writes a NEL (U+0085) raw into a quoted scalar when it may use Unicode, and
+    reading that back folds it into a space; an object that does not read back as itself is
+    written with every non-ASCII character escaped instead (\\U escapes, never surrogates)."""
+    text = _dump(body, unicode=True)
+    if yaml.load(text, Loader=SAFE_LOADER) == body:
+        return text
+    return _dump(body, unicode=False)
+
+
+def _dump(body: dict[str, Any], *, unicode: bool) -> str:
     return yaml.safe_dump(
-        body, sort_keys=True, default_flow_style=False, width=1_000_000, allow_unicode=True
+        body, sort_keys=True, default_flow_style=False, width=1_000_000, allow_unicode=unicode
     )
 
 

@@ -55,9 +55,11 @@ def _tojson(value: Any) -> markupsafe.Markup:
     return markupsafe.Markup(_NOT_YAML_PRINTABLE.sub(_escape, str(text)))
 
 
-#: Characters outside YAML 1.1's printable set that JSON leaves raw with ensure_ascii=False
-#: (https://yaml.org/spec/1.1/#c-printable); all are in the BMP, so \uXXXX spells each one.
-_NOT_YAML_PRINTABLE: Final = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+#: Characters JSON leaves raw with ensure_ascii=False that YAML 1.1 does not carry as themselves:
+#: those outside its printable set, and its line breaks NEL, LS and PS, which a double-quoted
+#: scalar folds into a space (https://yaml.org/spec/1.1/#c-printable, #b-char). All are in the
+#: BMP, so \uXXXX spells each one.
+_NOT_YAML_PRINTABLE: Final = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -183,6 +183,8 @@ def profile_findings(exc: ProfileInvalid) -> list[Finding]:
             rule_id = "profile.missing-field"
         elif issue.message.startswith("YAML syntax"):
             rule_id = "profile.yaml-syntax"
+        elif issue.message.startswith("cannot read the profile"):
+            rule_id = "profile.unreadable"
         else:
             rule_id = "profile.invalid-value"
         what = f"{issue.where(exc.file)}: {issue.path or '(top)'}: {issue.message}"

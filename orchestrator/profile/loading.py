@@ -1,69 +1,55 @@
-"""Load a profile file into a `Profile`: safe YAML only, duplicate keys refused, and every error
-names the file, line, column and the field path as written in the YAML."""
+"""Load a profile file into a `Profile`: safe YAML only (`safe_yaml`), duplicate keys refused,
+and every error names the file, line, column and the field path as written in the YAML.
+
+Only a regular file of at most `MAX_PROFILE_BYTES` is read: a FIFO would block forever and
+/dev/zero never ends. Anything that cannot be loaded is a `profile.*` finding, never a traceback.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.datafiles import SAFE_LOADER
-from orchestrator.errors import ProfileError
+from orchestrator.profile.issues import Loc, ProfileInvalid, ProfileIssue, dotted
+from orchestrator.profile.safe_yaml import MAX_DEPTH, MAX_VALUES, load_yaml
 from orchestrator.profile.schema import FIELD_ERROR, Profile
+from orchestrator.untrusted_files import UnreadableFile, read_regular_file
 
-Loc = tuple[str | int, ...]
-_SAFE_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_PROFILE_BYTES",
+    "MAX_VALUES",
+    "ProfileInvalid",
+    "ProfileIssue",
+    "load_profile",
+    "parse_profile",
+]
 
-
-@dataclass(frozen=True)
-class ProfileIssue:
-    """One problem in a profile file, pinned to a place in it."""
-
-    path: str  # dotted field path as written in the YAML, e.g. "proposer.num_speculative_token"
-    line: int | None
-    column: int | None
-    message: str
-
-    def where(self, file: str) -> str:
-        if self.line is None:
-            return file
-        return f"{file}:{self.line}:{self.column}"
-
-
-class ProfileInvalid(ProfileError):
-    """A profile failed to load; carries every issue found."""
-
-    def __init__(self, file: str, issues: list[ProfileIssue]) -> None:
-        self.file = file
-        self.issues = issues
-        first = issues[0]
-        what = "\n".join(f"{i.where(file)}: {i.path or '(top)'}: {i.message}" for i in issues)
-        super().__init__(
-            what,
-            why="specdeploy renders nothing from a profile it cannot read exactly",
-            fix=_fix_for(first),
-        )
+#: Largest profile file read. Real profiles are 1-3 KB; the cap stops a wrong path (a log file,
+#: /dev/zero) from being read into memory.
+MAX_PROFILE_BYTES: Final = 1 << 20
 
 
 def load_profile(path: Path) -> Profile:
     """Read and validate one profile file."""
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(
-            f"{file}: cannot read the profile ({exc})",
-            fix="pass the path of a readable UTF-8 YAML file",
+        raw = read_regular_file(path, MAX_PROFILE_BYTES)
+        if raw is None:
+            raise UnreadableFile(path, "does not exist")
+    except UnreadableFile as exc:
+        fix = f"pass the path of a regular YAML file of at most {MAX_PROFILE_BYTES >> 20} MiB"
+        raise ProfileInvalid(
+            file, [ProfileIssue("", None, None, f"cannot read the profile: it {exc.problem}", fix)]
         ) from None
-    return parse_profile(text, file)
+    return parse_profile(_decode(raw, file), file)
 
 
 def parse_profile(text: str, file: str = "<profile>") -> Profile:
     """Validate profile text; `file` only labels messages."""
-    data, marks = _load_yaml(text, file)
+    data, marks = load_yaml(text, file)
     if not isinstance(data, dict):
         raise ProfileInvalid(
             file,
@@ -75,74 +61,16 @@ def parse_profile(text: str, file: str = "<profile>") -> Profile:
         raise ProfileInvalid(file, _issues(exc, marks)) from None
 
 
-# --- YAML with positions and duplicate-key detection ------------------------------------------
-
-
-def _load_yaml(text: str, file: str) -> tuple[Any, dict[Loc, tuple[int, int]]]:
+def _decode(raw: bytes, file: str) -> str:
     try:
-        node = yaml.compose(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        raise _syntax_error(file, exc) from None
-    if node is None:
-        raise ProfileInvalid(file, [ProfileIssue("", 1, 1, "the profile is empty")])
-    marks: dict[Loc, tuple[int, int]] = {}
-    duplicates: list[ProfileIssue] = []
-    try:
-        data = _construct(node, (), marks, duplicates, yaml.constructor.SafeConstructor())
-    except yaml.YAMLError as exc:
-        raise _syntax_error(file, exc) from None
-    if duplicates:
-        raise ProfileInvalid(file, duplicates)
-    return data, marks
-
-
-def _syntax_error(file: str, exc: yaml.YAMLError) -> ProfileInvalid:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    return ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")])
-
-
-def _construct(
-    node: yaml.Node,
-    loc: Loc,
-    marks: dict[Loc, tuple[int, int]],
-    dups: list[ProfileIssue],
-    leaves: yaml.constructor.SafeConstructor,
-) -> Any:
-    marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _SAFE_TAGS:
-        raise yaml.constructor.ConstructorError(
-            None, None, f"tag {node.tag!r} is not allowed (safe YAML only)", node.start_mark
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        issue = ProfileIssue(
+            "", line, column, f"byte {exc.start} is not UTF-8", "save the profile as UTF-8"
         )
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        first_seen: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            key = leaves.construct_object(key_node, deep=True)
-            child = (*loc, key)
-            if key in first_seen:
-                line = key_node.start_mark.line + 1
-                dups.append(
-                    ProfileIssue(
-                        _dotted(child),
-                        line,
-                        key_node.start_mark.column + 1,
-                        f"duplicate key (first set on line {first_seen[key]}); YAML would "
-                        "silently keep only the last value",
-                    )
-                )
-                continue
-            first_seen[key] = key_node.start_mark.line + 1
-            marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            out[key] = _construct(value_node, child, marks, dups, leaves)
-            marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [
-            _construct(item, (*loc, i), marks, dups, leaves) for i, item in enumerate(node.value)
-        ]
-    return leaves.construct_object(node, deep=True)  # PyYAML's safe rules: ints, floats, bools, ...
+        raise ProfileInvalid(file, [issue]) from None
 
 
 # --- pydantic errors -> issues ------------------------------------------------------------------
@@ -155,7 +83,7 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
         if err["type"] == FIELD_ERROR:  # a cross-field check names the field it is about
             loc = (*loc, *str(err["ctx"]["field"]).split("."))
         line, col = _nearest_mark(loc, marks)
-        issues.append(ProfileIssue(_dotted(loc), line, col, _message(err, loc)))
+        issues.append(ProfileIssue(dotted(loc), line, col, _message(err, loc)))
     return issues
 
 
@@ -181,14 +109,22 @@ def _message(err: Any, loc: Loc) -> str:
         return "required field is missing"
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
-        suggestion = _did_you_mean(str(err.get("input")), _literal_choices(expected))
-        return f"{err['input']!r} is not one of {expected}{suggestion}"
+        suggestion = _did_you_mean(_shown(err.get("input")), _literal_choices(expected))
+        return f"{_shown(err['input'])} is not one of {expected}{suggestion}"
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if kind not in ("value_error", "assertion_error", FIELD_ERROR) and "input" in err:
-        msg = f"{msg} (got {err['input']!r})"
+        msg = f"{msg} (got {_shown(err['input'])})"
     return msg
+
+
+def _shown(value: Any) -> str:
+    """A short repr of a value from the profile, whatever its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _unknown_field_message(loc: Loc) -> str:
@@ -234,25 +170,3 @@ def _close(name: str, choices: list[str]) -> list[str]:
 def _did_you_mean(name: str, choices: list[str]) -> str:
     match = _close(name, choices)
     return f"; did you mean {match[0]!r}?" if match else ""
-
-
-def _dotted(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _fix_for(issue: ProfileIssue) -> str:
-    if "did you mean" in issue.message:
-        suggestion = issue.message.split("did you mean ", 1)[1].rstrip("?").strip("'")
-        if issue.message.startswith("unknown field"):
-            return f"rename `{issue.path.rsplit('.', 1)[-1]}` to `{suggestion}`"
-        return f"set `{issue.path}: {suggestion}`"
-    if issue.message.startswith("duplicate key"):
-        return f"keep one `{issue.path.rsplit('.', 1)[-1]}` entry and delete the other"
-    if issue.message == "required field is missing":
-        return f"add `{issue.path}` to the profile (`specdeploy schema` shows every field)"
-    return (
-        f"edit `{issue.path or 'the profile'}` as described (`specdeploy schema` shows every field)"
-    )

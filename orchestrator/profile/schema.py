@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Literal
+import unicodedata
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 # A leaf module: the engine names live with the engines (adding one touches only engines/).
@@ -27,8 +36,28 @@ METHODS_WITH_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"
 #: Methods whose proposer lives inside the target (mtp) or needs no weights at all (ngram).
 METHODS_WITHOUT_MODEL: frozenset[str] = frozenset({"mtp", "ngram", "none"})
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-PositiveInt = Annotated[int, Field(ge=1)]
+# Matched with fullmatch: `$` would also match before a trailing newline ("x\n").
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+# Bounds on every number, so that no value can overflow the memory arithmetic (floats) or the
+# engines' and Kubernetes' own integer types. Types are strict: `true` is not 1, 2.0 is not 2.
+#: Kubernetes `replicas` is an int32 (https://kubernetes.io/docs/reference/kubernetes-api/
+#: workload-resources/deployment-v1/#DeploymentSpec), and so are TensorRT-LLM's maxBatchSize and
+#: maxNumTokens (`SizeType32` in cpp/include/tensorrt_llm/executor/executor.h, ExecutorConfig).
+INT32_MAX: Final = 2**31 - 1
+#: A bound on GPU counts (TP, PP, GPUs per node): far beyond any one replica, small enough that
+#: TP x PP and the memory arithmetic stay exact.
+MAX_GPUS: Final = 1024
+#: Longest model reference: Linux PATH_MAX is 4096 including the profile's directory; each path
+#: component is at most NAME_MAX (255) bytes.
+MAX_MODEL_REF: Final = 1024
+NAME_MAX: Final = 255
+StrictInt = Annotated[int, Strict()]
+PositiveInt = Annotated[int, Strict(), Field(ge=1, le=INT32_MAX)]
+GpuCount = Annotated[int, Strict(), Field(ge=1, le=MAX_GPUS)]
+Fraction = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Flag = Annotated[bool, Strict()]
 #: Longest suffix specdeploy appends to metadata.name ("<name>-baseline-leader" Service,
 #: "<name>-baseline-config" ConfigMap); Service and ConfigMap names have at most 63 characters.
 LONGEST_NAME_SUFFIX = len("-baseline-leader")
@@ -41,6 +70,48 @@ def field_error(field: str, message: str) -> PydanticCustomError:
     """A cross-field validation error reported at `field` (dotted, relative to the model that
     raises it) instead of at the model, so the loader points at that field's line."""
     return PydanticCustomError(FIELD_ERROR, "{message}", {"message": message, "field": field})
+
+
+def _image(value: str) -> str:
+    """An image reference is one word without control characters (the OCI reference grammar)."""
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError(f"{_clip(value)!r} contains a space or control character; remove it")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    """NUL ends a C string: no path, argv element or environment value can hold one."""
+    if "\x00" in value:
+        raise ValueError(
+            "contains a NUL character, which no path or command-line argument can hold"
+        )
+    return value
+
+
+def _model_ref(value: str) -> str:
+    _no_nul(value)
+    if value.startswith("~") and value != "~" and not value.startswith("~/"):
+        raise ValueError(
+            f"{_clip(value)!r} starts with ~user, which specdeploy does not expand; "
+            "write the directory as an absolute path or relative to the profile"
+        )
+    longest = max(value.split("/"), key=lambda part: len(part.encode()))
+    if len(longest.encode()) > NAME_MAX:
+        raise ValueError(
+            f"has a part of {len(longest.encode())} bytes ({_clip(longest)!r}); a hub id part "
+            f"has at most 96 characters and a directory name at most {NAME_MAX} bytes"
+        )
+    return value
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= 40 else value[:40] + "..."
+
+
+Text = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(_no_nul)]
+ModelRef = Annotated[str, Field(min_length=1, max_length=MAX_MODEL_REF), AfterValidator(_model_ref)]
+ImageRef = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_image)]
+ExtraArg = Annotated[str, Field(max_length=65536), AfterValidator(_no_nul)]
 
 
 class StrictModel(BaseModel):
@@ -61,9 +132,9 @@ class Metadata(StrictModel):
     @field_validator("name", "namespace")
     @classmethod
     def _dns1123(cls, value: str | None) -> str | None:
-        if value is not None and not _DNS1123_LABEL.match(value):
+        if value is not None and not _DNS1123_LABEL.fullmatch(value):
             raise ValueError(
-                f"{value!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
+                f"{_clip(value)!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
                 "starting and ending with a letter or digit (e.g. 'qwen3-4b-draft')"
             )
         return value
@@ -88,22 +159,25 @@ class Metadata(StrictModel):
 class EngineSpec(StrictModel):
     name: EngineName
     """Serving engine: vllm, sglang or trtllm."""
-    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?([.-]?(rc|post|dev)\d+)?$")
+    version: str = Field(
+        max_length=64,
+        pattern=r"^[0-9]{1,6}\.[0-9]{1,6}(\.[0-9]{1,6})?([.-]?(rc|post|dev)[0-9]{1,6})?$",
+    )
     """Engine release the launch is rendered for, e.g. "0.32.0"; flags differ between releases."""
-    image: str | None = None
+    image: ImageRef | None = None
     """Container image; the engine's official image at `version` when omitted."""
 
 
 class TargetSpec(StrictModel):
-    model: str = Field(min_length=1)
+    model: ModelRef
     """Hub repo id (org/name) or a local checkpoint directory (relative to the profile file)."""
-    revision: str | None = None
+    revision: Text | None = None
     """Hub commit or tag to pin; an unpinned hub model gets a warning."""
     dtype: ModelDtype = "auto"
     """Weight and activation dtype; "auto" takes the checkpoint's torch_dtype."""
-    quantization: str | None = None
+    quantization: Text | None = None
     """Quantization method passed to the engine (e.g. fp8, awq); the checkpoint's own when omitted."""
-    trust_remote_code: bool = False
+    trust_remote_code: Flag = False
     """Allow the engine to run model code shipped in the checkpoint repository."""
 
 
@@ -128,14 +202,14 @@ class ProposerSpec(StrictModel):
     method: SpecMethod = "none"
     """How draft tokens are proposed: draft_model, eagle, eagle3, mtp, ngram, or none (baseline).
     Always explicit: specdeploy never infers it from a model name."""
-    model: str | None = Field(default=None, min_length=1)
+    model: ModelRef | None = None
     """Draft LM or EAGLE head (hub id or local directory). Required for draft_model/eagle/eagle3;
     not allowed for mtp (the target's own layers) and ngram (no weights)."""
-    revision: str | None = None
+    revision: Text | None = None
     """Hub commit or tag of the proposer checkpoint."""
-    num_speculative_tokens: int = Field(default=3, ge=1, le=32)
+    num_speculative_tokens: StrictInt = Field(default=3, ge=1, le=32)
     """Draft tokens proposed per step (SGLang speculative-num-steps, TensorRT-LLM max_draft_len)."""
-    draft_tensor_parallel_size: PositiveInt | None = None
+    draft_tensor_parallel_size: GpuCount | None = None
     """Tensor parallel size of the draft; the engine default (the target's) when omitted."""
     ngram: NgramSpec | None = None
     """n-gram lookup window; only with method: ngram (vLLM and TensorRT-LLM; SGLang uses its own
@@ -168,22 +242,22 @@ class ProposerSpec(StrictModel):
 class HardwareSpec(StrictModel):
     device: Device = "gpu"
     """Where the engine runs: gpu (Kubernetes or Docker with GPUs) or cpu (laptop, CI)."""
-    gpu: str | None = "H100-80GB"
+    gpu: Text | None = "H100-80GB"
     """GPU catalog name (`specdeploy gpus` lists them); ignored on device: cpu."""
-    tensor_parallel_size: PositiveInt = 1
+    tensor_parallel_size: GpuCount = 1
     """GPUs each model replica is split across, within a node."""
-    pipeline_parallel_size: PositiveInt = 1
+    pipeline_parallel_size: GpuCount = 1
     """Pipeline stages; TP x PP beyond gpus_per_node needs a multi-node LeaderWorkerSet."""
-    gpus_per_node: PositiveInt = 8
+    gpus_per_node: GpuCount = 8
     """GPUs available on one node."""
-    attention_data_parallel_size: PositiveInt = 1
+    attention_data_parallel_size: GpuCount = 1
     """Data-parallel attention groups inside the replica's tensor-parallel GPUs: each group keeps
     the KV cache of its own requests, so an MLA or few-KV-head model holds many more sequences.
     Must divide tensor_parallel_size. SGLang --attn-dp-size (--dp-size with
     --enable-dp-attention before 0.5.22), vLLM --data-parallel-size with a tensor parallel size
     of tensor_parallel_size / this, TensorRT-LLM enable_attention_dp (which needs it equal to
     tensor_parallel_size)."""
-    expert_parallel: bool = False
+    expert_parallel: Flag = False
     """Place whole MoE experts on the replica's GPUs instead of sharding every expert (SGLang
     --ep-size, vLLM --enable-expert-parallel, TensorRT-LLM moe_expert_parallel_size)."""
 
@@ -226,14 +300,14 @@ class ServingSpec(StrictModel):
     typical_context_tokens: PositiveInt | None = None
     """Prompt + output tokens of a typical request; `plan` then also reports how many typical
     requests fit at once (with and without speculation). At most max_model_len."""
-    gpu_memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
+    gpu_memory_fraction: Fraction = Field(default=0.9, gt=0.0, le=1.0)
     """Share of each GPU's memory specdeploy may plan for; translated to each engine's knob. On
     device: cpu, vLLM applies it to host memory (its CPU backend reserves that share up front)."""
     kv_cache_dtype: KvCacheDtype = "auto"
     """KV cache dtype; fp8 halves KV memory."""
-    port: int = Field(default=8000, ge=1, le=65535)
+    port: StrictInt = Field(default=8000, ge=1, le=65535)
     """Port the OpenAI-compatible server listens on."""
-    extra_args: tuple[str, ...] = ()
+    extra_args: tuple[ExtraArg, ...] = Field(default=(), max_length=1024)
     """Extra engine command-line tokens, passed through; may not override flags specdeploy manages."""
 
     @model_validator(mode="after")
@@ -249,20 +323,27 @@ class ServingSpec(StrictModel):
 
 
 class ModelCacheSpec(StrictModel):
-    size: str = Field(default="200Gi", pattern=r"^\d+(Mi|Gi|Ti)$")
+    size: str = Field(default="200Gi", pattern=r"^[0-9]{1,9}(Mi|Gi|Ti)$")
     """Capacity of the PVC that holds the Hugging Face cache, shared by both variants."""
-    storage_class: str | None = None
+    storage_class: str | None = Field(default=None, min_length=1, max_length=253)
     """StorageClass of the PVC; the cluster default when omitted."""
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteMany"
     """ReadWriteMany lets replicas on different nodes share the cache."""
 
+    @field_validator("storage_class")
+    @classmethod
+    def _subdomain(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS1123_SUBDOMAIN.fullmatch(value):
+            raise ValueError(f"{_clip(value)!r} is not a StorageClass name (DNS-1123 subdomain)")
+        return value
+
 
 class DeploySpec(StrictModel):
-    replicas: int = Field(default=1, ge=0)
+    replicas: StrictInt = Field(default=1, ge=0, le=INT32_MAX)
     """Serving replicas."""
-    baseline: bool = False
+    baseline: Flag = False
     """Also deploy the same target without speculation, for an A/B comparison."""
-    hf_token_secret: str | None = None
+    hf_token_secret: str | None = Field(default=None, min_length=1, max_length=253)
     """Name of a Kubernetes Secret with key HF_TOKEN; never the token itself."""
     model_cache: ModelCacheSpec | None = None
     """A PersistentVolumeClaim for the model cache; an emptyDir when omitted."""
@@ -276,15 +357,15 @@ class DeploySpec(StrictModel):
                 "(`kubectl create secret generic hf-token --from-literal=HF_TOKEN=...`) and put "
                 "its name here"
             )
-        if value is not None and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value):
-            raise ValueError(f"{value!r} is not a valid Secret name (DNS-1123 subdomain)")
+        if value is not None and not _DNS1123_SUBDOMAIN.fullmatch(value):
+            raise ValueError(f"{_clip(value)!r} is not a valid Secret name (DNS-1123 subdomain)")
         return value
 
 
 class VllmTuning(StrictModel):
     """vLLM-only knobs. Only allowed with engine.name: vllm."""
 
-    enforce_eager: bool = False
+    enforce_eager: Flag = False
     """Disable CUDA graphs / torch.compile (faster start, slower decode)."""
     max_num_batched_tokens: PositiveInt | None = None
     """Tokens per scheduler step; the engine default when omitted."""
@@ -300,19 +381,19 @@ class SglangTuning(StrictModel):
     need disable_overlap_schedule: true."""
     num_draft_tokens: PositiveInt | None = None
     """Tokens verified per step (--speculative-num-draft-tokens); steps + 1 for a chain (topk 1)."""
-    mem_fraction_static: float | None = Field(default=None, gt=0.0, lt=1.0)
+    mem_fraction_static: Fraction | None = Field(default=None, gt=0.0, lt=1.0)
     """Override --mem-fraction-static (weights + KV share of GPU memory); translated from
     serving.gpu_memory_fraction when omitted."""
     cuda_graph_max_bs: PositiveInt | None = None
     """Largest batch captured in a CUDA graph; lower it when memory is tight."""
-    disable_overlap_schedule: bool = False
+    disable_overlap_schedule: Flag = False
     """Use the synchronous scheduler; required for tree drafting (eagle_topk > 1)."""
 
 
 class TrtllmTuning(StrictModel):
     """TensorRT-LLM-only knobs. Only allowed with engine.name: trtllm."""
 
-    free_gpu_memory_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
+    free_gpu_memory_fraction: Fraction | None = Field(default=None, gt=0.0, le=1.0)
     """Override kv_cache_config.free_gpu_memory_fraction (share of memory left after weights);
     translated from serving.gpu_memory_fraction when omitted."""
     max_batch_size: PositiveInt | None = None
@@ -321,9 +402,9 @@ class TrtllmTuning(StrictModel):
     """Tokens per iteration (prefill chunk + decode); the engine default when omitted."""
     cuda_graph_max_batch_size: PositiveInt | None = None
     """Largest batch captured in a CUDA graph."""
-    disable_overlap_scheduler: bool | None = None
+    disable_overlap_scheduler: Flag | None = None
     """Force the overlap scheduler off; specdeploy turns it off where the method requires."""
-    enable_iter_perf_stats: bool = True
+    enable_iter_perf_stats: Flag = True
     """Expose per-iteration stats (including speculative acceptance) on /metrics."""
 
 

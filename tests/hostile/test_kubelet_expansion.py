@@ -92,6 +92,12 @@ def test_a_secret_reference_in_the_profile_is_never_expanded(tmp_path: Path) -> 
     assert not any(POD_ENV["HF_TOKEN"] in token for token in command)
 
 
+def test_yaml_line_breaks_inside_an_argument_survive(tmp_path: Path) -> None:
+    extra = ["a\x85b", "c\u2028d\u2029e", "f\x7fg"]
+    command, argv = received(tmp_path, extra)
+    assert command == argv and command[-3:] == extra
+
+
 def test_text_outside_the_basic_multilingual_plane_is_written_as_utf8(tmp_path: Path) -> None:
     plan = valid_plan(write_profile(tmp_path, serving={"extra_args": ["prompt=😀𝔘"]}))
     text = "".join(canonical_yaml(m.body) for m in manifests_for(plan))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.checkpoint.files import UnreadableMetadata
 from orchestrator.checkpoint.reading import info_from_config, mtp_layer_count, read_checkpoint_dir
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoints"
@@ -131,8 +132,40 @@ def test_gpt_oss_layer_types_and_dtype_key() -> None:
 
 
 def test_a_readable_vocab_json_is_not_reported_missing(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text("{not json")
     (tmp_path / "vocab.json").write_text(json.dumps({"a": 0}))
     info = read_checkpoint_dir(tmp_path, ref="x", source="local", location="x", revision=None)
     assert info.tokenizer is not None and info.tokenizer.source_file == "vocab.json"
     assert "tokenizer.json" not in info.missing and "config.json" in info.missing
+
+
+def test_a_damaged_config_is_unreadable_not_missing(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(UnreadableMetadata, match=r"config.json: is not valid JSON"):
+        read_checkpoint_dir(tmp_path, ref="x", source="local", location="x", revision=None)
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "problem"),
+    [
+        ('{"hidden_size": Infinity}', "hidden_size", "is Infinity, not a whole number"),
+        ('{"architectures": 5}', "architectures", "is 5, not a list of strings"),
+        ('{"num_attention_heads": -8}', "num_attention_heads", "is -8, outside 0..2^53"),
+        ('{"vocab_size": true}', "vocab_size", "is true, not a whole number"),
+        ('{"rope_scaling": {"factor": NaN}}', "rope_scaling.factor", "is NaN"),
+        ('{"max_position_embeddings": 1e300}', "max_position_embeddings", "outside 0..2^53"),
+        ('{"quantization_config": []}', "quantization_config", "is a list, not an object"),
+    ],
+)
+def test_a_bad_value_names_its_file_and_key(
+    tmp_path: Path, config: str, key: str, problem: str
+) -> None:
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(UnreadableMetadata) as caught:
+        read_checkpoint_dir(tmp_path, ref="x", source="local", location="x", revision=None)
+    assert caught.value.file == tmp_path / "config.json" and caught.value.key == key
+    assert problem in caught.value.problem
+
+
+def test_integral_floats_are_counts(tmp_path: Path) -> None:
+    info = _info({"hidden_size": 4096.0, "num_hidden_layers": 32})
+    assert info.hidden_size == 4096 and isinstance(info.hidden_size, int)

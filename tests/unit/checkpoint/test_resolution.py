@@ -99,7 +99,7 @@ def test_hub_errors_become_a_tried_entry(tmp_path: Path, monkeypatch: pytest.Mon
         raise ConnectionError("Name or service not known")
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(resolution, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(resolution, "_hub_unreachable", lambda *args: None)
     monkeypatch.setattr(resolution, "_download_metadata", refuse)
     found = resolver(tmp_path, offline=False).resolve("proposer.model", "acme/x", None)
     assert isinstance(found, Unresolved)
@@ -129,7 +129,7 @@ def test_hub_download_reads_the_snapshot(tmp_path: Path, monkeypatch: pytest.Mon
         return snapshot
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(resolution, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(resolution, "_hub_unreachable", lambda *args: None)
     monkeypatch.setattr(resolution, "_download_metadata", fake_download)
     found = resolver(tmp_path, offline=False).resolve("target.model", "acme/mimo", None)
     assert isinstance(found, CheckpointInfo) and found.source == "hub"
@@ -172,3 +172,106 @@ def test_a_directory_without_config_is_unresolved(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     found = resolver(tmp_path).resolve("target.model", "./empty", None)
     assert isinstance(found, Unresolved) and "has no config.json" in found.tried[0]
+
+
+def test_an_unreadable_local_checkpoint_is_reported_with_its_file_and_key(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "head").mkdir()
+    (tmp_path / "head" / "config.json").write_text('{"hidden_size": Infinity}')
+    found = resolver(tmp_path).resolve("proposer.model", "./head", None)
+    assert isinstance(found, Unresolved)
+    assert (
+        found.unreadable
+        == f"{tmp_path / 'head' / 'config.json'}: `hidden_size` is Infinity, not a whole number"
+    )
+    assert found.tried[-1].startswith("local directory: unreadable: ")
+    assert "repair or replace" in found.suggestion() and "--offline" not in found.suggestion()
+
+
+def test_an_unreadable_cached_snapshot_stops_resolution(tmp_path: Path) -> None:
+    shutil.copytree(HF_CACHE, tmp_path / "hub")
+    snapshot = tmp_path / "hub" / "models--specdeploy-fixtures--tiny-qwen3" / "snapshots" / COMMIT
+    config = snapshot / "config.json"
+    config.unlink()  # a symlink into blobs/ in a real cache; a damaged copy here
+    config.write_text('{"architectures": 5}')
+    found = resolver(tmp_path).resolve("target.model", CACHED, None)
+    assert isinstance(found, Unresolved) and found.unreadable is not None
+    assert "`architectures` is 5" in found.unreadable
+    assert found.tried[-1].startswith(f"Hugging Face cache {tmp_path / 'hub'}: unreadable")
+    assert f"huggingface-cli download {CACHED} --force-download" in found.suggestion()
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("~no-such-user-here/models/x", "starts with ~user"),
+        ("a" * 300, "neither an existing directory nor a hub id"),
+        ("org/" + "b" * 200, "neither an existing directory nor a hub id"),
+        ("./" + "c" * 300, "does not exist"),
+        ("bad\x00path", "NUL"),
+    ],
+)
+def test_names_no_filesystem_can_hold_are_unresolved(tmp_path: Path, model: str, why: str) -> None:
+    found = resolver(tmp_path).resolve("target.model", model, None)
+    assert isinstance(found, Unresolved) and why in found.tried[0]
+
+
+def test_a_silent_hub_costs_one_deadline_for_all_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.hostile.loopback_servers import silent_server
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("SPECDEPLOY_HUB_TIMEOUT", "1")
+    with silent_server() as url:
+        monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", url)
+        hub = resolver(tmp_path, offline=False)
+        target = hub.resolve("target.model", "acme/target", None)
+        draft = hub.resolve("proposer.model", "acme/draft", None)
+    for found in (target, draft):
+        assert isinstance(found, Unresolved)
+        silent = [t for t in found.tried if t.startswith("hub: did not answer")]
+        assert silent and "within 1 s" in silent[0]
+        assert "drop --offline" not in found.suggestion()
+        assert "make the hub answer" in found.suggestion()
+
+
+def test_a_hub_error_status_is_reported_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.hostile.loopback_servers import status_server
+
+    def must_not_download(model: str, revision: str | None, cache: Path) -> Path:
+        raise AssertionError("the hub client would retry a 503 with backoff")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(resolution, "_download_metadata", must_not_download)
+    with status_server(503) as (url, seen):
+        monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", url)
+        found = resolver(tmp_path, offline=False).resolve("target.model", "acme/x", "v1")
+    assert isinstance(found, Unresolved)
+    assert any(t.startswith("hub: answered HTTP 503") for t in found.tried)
+    assert seen == ["HEAD /acme/x/resolve/v1/config.json"]
+
+
+def test_a_download_that_never_ends_is_cut_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    release = threading.Event()
+
+    def hangs(model: str, revision: str | None, cache: Path) -> Path:
+        release.wait(30)  # a hub that answers HEAD, then drips the file forever
+        raise TimeoutError("released")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("SPECDEPLOY_HUB_TIMEOUT", "0.5")
+    monkeypatch.setattr(resolution, "_hub_unreachable", lambda *args: None)
+    monkeypatch.setattr(resolution, "_download_metadata", hangs)
+    try:
+        found = resolver(tmp_path, offline=False).resolve("target.model", "Qwen/Qwen3-8B", None)
+    finally:
+        release.set()
+    assert isinstance(found, CheckpointInfo) and found.source == "catalog"  # the next place

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from pathlib import Path
 
-from orchestrator.checkpoint.weights import count_mtp_tensors, read_header, read_weight_facts
+import pytest
+
+from orchestrator.checkpoint.files import UnreadableMetadata
+from orchestrator.checkpoint.weights import count_mtp_tensors, read_weight_facts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoints"
 
@@ -52,12 +56,47 @@ def test_nothing_to_read(tmp_path: Path) -> None:
     assert read_weight_facts(tmp_path) is None
 
 
-def test_broken_headers_are_ignored(tmp_path: Path) -> None:
-    (tmp_path / "short.safetensors").write_bytes(b"\x01\x02")
-    (tmp_path / "huge.safetensors").write_bytes(struct.pack("<Q", 2**40) + b"{}")
-    (tmp_path / "junk.safetensors").write_bytes(struct.pack("<Q", 3) + b"abc")
-    assert all(read_header(p) is None for p in tmp_path.iterdir())
-    assert read_weight_facts(tmp_path) is None
+def _header(entries: object) -> bytes:
+    raw = json.dumps(entries).encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"\x01\x02", "shorter than a safetensors header"),
+        (struct.pack("<Q", 2**40) + b"{}", "declares a 1099511627776-byte header"),
+        (struct.pack("<Q", 300) + b"{}", "declares a 300-byte header but ends 2 bytes"),
+        (struct.pack("<Q", 3) + b"abc", "has a header that is not valid JSON"),
+        (_header([1, 2]), "has a header that is a list"),
+        (_header({"w": {"dtype": "F16", "shape": [2], "data_offsets": ["0", "4"]}}),
+         "`w.data_offsets[0]` is '0', not a whole number"),
+        (_header({"w": {"dtype": "F16", "shape": 4, "data_offsets": [0, 8]}}),
+         "`w.shape` is 4, not a list"),
+        (_header({"w": {"dtype": "F16", "shape": [4], "data_offsets": [8, 0]}}),
+         "`w.data_offsets` is [8, 0], not two ordered offsets"),
+        (_header({"w": {"dtype": "F16", "shape": [2**40, 2**40], "data_offsets": [0, 8]}}),
+         "`w.shape` holds more than 2^53 elements"),
+    ],
+)  # fmt: skip
+def test_a_broken_header_makes_the_weights_unreadable(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(UnreadableMetadata, match=re.escape(problem)) as caught:
+        read_weight_facts(tmp_path)  # a total from the remaining shards would be wrong
+    assert caught.value.file == path
+
+
+def test_an_index_total_size_must_be_a_finite_count(tmp_path: Path) -> None:
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"metadata": {"total_size": Infinity}, "weight_map": {}}')
+    with pytest.raises(UnreadableMetadata, match=r"`metadata.total_size` is Infinity"):
+        read_weight_facts(tmp_path)
+    index.write_text('{"metadata": {"total_size": -5}, "weight_map": {}}')
+    with pytest.raises(UnreadableMetadata, match=r"`metadata.total_size` is -5"):
+        read_weight_facts(tmp_path)
 
 
 def test_mtp_tensors_by_name_and_by_layer_number() -> None:

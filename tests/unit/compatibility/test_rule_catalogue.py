@@ -55,4 +55,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.cpu-memory-fraction",
         "pairing.speculators-format",
         "engine.attention-data-parallel",
+        "serving.secret-in-args",
     }
