@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
-    from orchestrator.profile.schema import Profile, SpecMethod
+    from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,21 @@ class EngineLaunch:
         if self.downloads:  # only launches that need one carry the key
             out["downloads"] = [d.as_json() for d in self.downloads]
         return out
+
+
+@dataclass(frozen=True)
+class KvDtypeVerdict:
+    """What an engine release does with an fp8 KV cache on one GPU architecture."""
+
+    refused: bool
+    """True: the release's code refuses it at start-up; False: it may run but no code or
+    documentation of the release confirms it (unverified)."""
+    reason: str
+    """What the engine does, in one clause (which backend, which check)."""
+    source: str
+    """Where that was read: the engine's code or docs at the release, file and line."""
+    fix: str = ""
+    """What to set instead, when there is something better than "another GPU or dtype"."""
 
 
 class EngineMemory(Protocol):
@@ -209,6 +224,14 @@ class Engine(Protocol):
 
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         """Whether the engine runs this speculative method with pipeline parallelism."""
+        ...
+
+    def fp8_kv_cache_on(
+        self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
+    ) -> KvDtypeVerdict | None:
+        """What this release does with an fp8 `dtype` KV cache on `gpu` (`mla`: whether the
+        target uses multi-head latent attention; None when unknown). None: the release's code or
+        documentation accepts it there."""
         ...
 
     def rules(self) -> tuple[Rule, ...]:
