@@ -193,6 +193,9 @@ class Engine(Protocol):
     draft_vocab_must_match: ClassVar[bool]
     #: The engine serves EAGLE-1/2 heads (else only EAGLE-3).
     serves_eagle1_heads: ClassVar[bool]
+    #: An EAGLE-3 head given as EAGLE-1/2 loads and runs, with acceptance ~1.0 (else it fails
+    #: to load).
+    runs_eagle3_head_as_eagle1: ClassVar[bool]
     memory: ClassVar[EngineMemory]
     metrics: ClassVar[EngineMetrics]
 

@@ -102,6 +102,11 @@ class SglangEngine:
     #: STANDALONE drafts are not compared by vocab_size (padding-only differences run).
     draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = True
+    #: The draft class comes from the head's own config (LlamaForCausalLMEagle3), and under EAGLE
+    #: it gets one hidden state, so its fc is skipped and acceptance falls to ~1.0 without an error
+    #: (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/models/llama_eagle3.py#L237-L238;
+    #: sgl-project/sglang PR #21272).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = True
     memory: ClassVar[SglangMemory] = SglangMemory()
     metrics: ClassVar[SglangMetrics] = SglangMetrics()
 

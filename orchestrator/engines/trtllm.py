@@ -144,6 +144,8 @@ class TrtllmEngine:
     #: The PyTorch backend serves EAGLE-3 heads only; `Eagle` is converted to Eagle3
     #: (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/docs/source/features/speculative-decoding.md).
     serves_eagle1_heads: ClassVar[bool] = False
+    #: Not applicable: every head is served as EAGLE-3 (engine.trtllm-eagle-checkpoint).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[TrtllmMemory] = TrtllmMemory()
     metrics: ClassVar[TrtllmMetrics] = TrtllmMetrics()
 

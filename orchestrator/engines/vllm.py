@@ -110,6 +110,10 @@ class VllmEngine:
     #: padding (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
     draft_vocab_must_match: ClassVar[bool] = True
     serves_eagle1_heads: ClassVar[bool] = True
+    #: `method: eagle` builds EagleLlamaForCausalLM, whose weight loader refuses an EAGLE-3 head's
+    #: tensors (midlayer.*, a 3 x hidden fc)
+    #: (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle.py#L187-L196).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[VllmMemory] = VllmMemory()
     metrics: ClassVar[VllmMetrics] = VllmMetrics()
 

@@ -108,7 +108,7 @@ def _gpu(name: str, row: dict[str, Any]) -> Gpu:
 
 
 def _capability(value: Any) -> tuple[int, int] | None:
-    """"8.9" -> (8, 9). Written as a string in the YAML: 12.0 and 12 must not read alike."""
+    """Parse "8.9" into (8, 9); the YAML writes it as a string so that 12.0 reads as (12, 0)."""
     if value is None:
         return None
     major, _, minor = str(value).partition(".")

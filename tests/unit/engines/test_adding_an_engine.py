@@ -87,6 +87,7 @@ class ToyEngine:
     shm_size: ClassVar[str] = "1Gi"
     draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = False
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[ToyMemory] = ToyMemory()
     metrics: ClassVar[ToyMetrics] = ToyMetrics()
 
