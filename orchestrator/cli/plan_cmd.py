@@ -123,6 +123,7 @@ def gpus(output: str) -> None:
                 "bandwidth_tbps": g.bandwidth_tbps,
                 "bf16_tflops": g.bf16_tflops,
                 "fp8_tflops": g.fp8_tflops,
+                "arch": g.arch_name,
                 "node_label": {g.label_key: g.label_value},
                 "source": g.source,
             }

@@ -6,9 +6,13 @@ for the EAGLE-3 / MTP support check).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.engines import ENGINES
 from orchestrator.engines.capabilities import known_versions, release_for
+from orchestrator.errors import ProfileError
+from orchestrator.memory.gpus import Gpu, find_gpu
 from orchestrator.profile.schema import EngineName, SpecMethod
 
 
@@ -199,6 +203,63 @@ def kv_cache_dtype_is_spelled(ctx: CompatContext) -> Finding | None:
     )
 
 
+def _fp8_kv_on_gpu(ctx: CompatContext) -> bool:
+    serving, hardware = ctx.profile.serving, ctx.profile.hardware
+    return (
+        serving.kv_cache_dtype.startswith("fp8")
+        and serving.kv_cache_dtype in ENGINES[ctx.engine].kv_cache_dtypes
+        and hardware.device == "gpu"
+    )
+
+
+@rule(
+    "engine.kv-cache-dtype-gpu",
+    source="orchestrator/engines/<engine>.py fp8_kv_cache_on (vLLM 0.32.0 attention-backend "
+    "selection, SGLang 0.5.23 default backends, TensorRT-LLM 1.2.0 hardware support matrix)",
+    applies=_fp8_kv_on_gpu,
+)
+def kv_cache_dtype_runs_on_gpu(ctx: CompatContext) -> Finding | None:
+    """An fp8 KV cache needs an attention kernel that reads fp8 on the GPU's architecture. vLLM
+    refuses it at start-up where its only eligible backend is Triton below SM 8.9 (Turing, and
+    MLA models on Ampere); SGLang and TensorRT-LLM check nothing, so where neither their code nor
+    their documentation confirms the combination it is flagged as unverified. Each engine module
+    states what its release does (`Engine.fp8_kv_cache_on`), with the code it was read in."""
+    gpu = _gpu(ctx)
+    if gpu is None:
+        return None
+    dtype = ctx.profile.serving.kv_cache_dtype
+    mla = ctx.target.is_mla if ctx.target is not None else None
+    verdict = ENGINES[ctx.engine].fp8_kv_cache_on(ctx.release, gpu, dtype, mla=mla)
+    if verdict is None:
+        return None
+    what = (
+        f"serving.kv_cache_dtype: {dtype} on hardware.gpu: {gpu.name} ({gpu.arch_name}) with "
+        f"{ctx.engine} {ctx.release.version}: {verdict.reason}"
+    )
+    if verdict.refused:
+        finding = Finding.error(
+            what=what,
+            why=f"{ctx.engine} exits at start-up when it builds the attention backend",
+            fix=verdict.fix
+            or "set serving.kv_cache_dtype: auto, or hardware.gpu to one of SM 8.9 or newer",
+        )
+    else:
+        finding = Finding.warning(
+            what=what,
+            why="the engine may fail when it first runs attention, or run slower than planned",
+            fix=f"{verdict.fix or 'set serving.kv_cache_dtype: auto'}, unless this combination "
+            "has run on this GPU before",
+        )
+    return replace(finding, source=verdict.source, field="serving.kv_cache_dtype")
+
+
+def _gpu(ctx: CompatContext) -> Gpu | None:
+    try:
+        return find_gpu(ctx.profile.hardware.gpu or "")
+    except ProfileError:
+        return None  # the memory stage reports an unknown GPU
+
+
 @rule("engine.removed-flag", source="orchestrator/engines/capabilities.yaml removed_flags")
 def extra_args_use_no_removed_flag(ctx: CompatContext) -> list[Finding]:
     """Flags the pinned release removed or renamed make the engine exit at start-up with
@@ -261,6 +322,7 @@ RULES = (
     pipeline_parallel_allows_speculation,
     kv_cache_dtype_is_spelled,
     attention_data_parallel_is_supported,
+    kv_cache_dtype_runs_on_gpu,
     extra_args_use_no_removed_flag,
     extra_args_do_not_override_managed_flags,
 )

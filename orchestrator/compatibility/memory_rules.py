@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.engines import ENGINES
 from orchestrator.errors import ProfileError
 from orchestrator.memory.budget import MemoryEstimate, unavailable_reason
 from orchestrator.memory.gpus import find_gpu
@@ -68,9 +69,22 @@ def speculation_cost(ctx: CompatContext) -> Finding | None:
             f"{e.kv_bytes_per_token:,} bytes per token)"
         ),
         why="under full load the speculative server holds fewer long requests than the baseline",
-        fix="accept the cost, or set serving.kv_cache_dtype: fp8, a shorter serving.max_model_len, "
-        "or a larger hardware.tensor_parallel_size",
+        fix=f"accept the cost, or set {_fp8_fix(ctx)}a shorter serving.max_model_len, or a larger "
+        "hardware.tensor_parallel_size",
     )
+
+
+def _fp8_fix(ctx: CompatContext) -> str:
+    """`serving.kv_cache_dtype: fp8, ` when that is a change the engine accepts on this GPU."""
+    if ctx.profile.serving.kv_cache_dtype.startswith("fp8"):
+        return ""
+    try:
+        gpu = find_gpu(ctx.profile.hardware.gpu or "")
+    except ProfileError:
+        return "serving.kv_cache_dtype: fp8, "
+    mla = ctx.target.is_mla if ctx.target is not None else None
+    verdict = ENGINES[ctx.engine].fp8_kv_cache_on(ctx.release, gpu, "fp8", mla=mla)
+    return "" if verdict is not None else "serving.kv_cache_dtype: fp8, "
 
 
 @rule(

@@ -257,15 +257,18 @@ def _lenient_vocab_engines() -> str:
 
 @rule(
     "pairing.eagle-generation",
-    source="sgl-project/sglang PR #21272 (EAGLE-3 head as EAGLE: accept length 1.0); vLLM "
-    "EagleLlamaForCausalLM vs Eagle3LlamaForCausalLM",
+    source="vLLM 0.32.0 llama_eagle.py load_weights (EagleLlamaForCausalLM refuses EAGLE-3 "
+    "tensors); SGLang 0.5.23 models/llama_eagle3.py#L237-L238 and sgl-project/sglang PR #21272 "
+    "(an EAGLE-3 head run as EAGLE: fc skipped, accept length 1.0)",
     applies=lambda ctx: _eagle(ctx) and ENGINES[ctx.engine].serves_eagle1_heads,
 )
 @_about("proposer.model")
 def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
     """EAGLE-1/2 heads read one hidden state, EAGLE-3 heads three: a head of the other generation
-    either fails to load or runs with acceptance ~1.0. TensorRT-LLM is left to
-    engine.trtllm-eagle-checkpoint (it serves EAGLE-3 only and maps `Eagle` onto it)."""
+    fails to load, except where the engine builds the draft from the head's own config and runs
+    an EAGLE-3 head as EAGLE with acceptance ~1.0 (SGLang): that serves, slower than no
+    speculation, so it is a warning. TensorRT-LLM is left to engine.trtllm-eagle-checkpoint (it
+    serves EAGLE-3 only and maps `Eagle` onto it)."""
     draft = ctx.draft
     if draft is None:
         return None
@@ -276,11 +279,22 @@ def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
     if head.generation == wanted:
         return None
     method = "eagle3" if head.generation == "eagle3" else "eagle"
+    what = (
+        f"proposer.method: {ctx.method} but proposer.model {draft.ref} is an "
+        f"{_GENERATION_NAME[head.generation]} head ({head.format} format)"
+    )
+    fix = f"set proposer.method: {method}, or use an {_GENERATION_NAME[wanted]} head"
+    if head.generation == "eagle3" and ENGINES[ctx.engine].runs_eagle3_head_as_eagle1:
+        return Finding.warning(
+            what=what,
+            why=f"{ctx.engine} loads the head but feeds it one hidden state instead of three: "
+            "acceptance falls to ~1.0, slower than serving without speculation",
+            fix=fix,
+        )
     return Finding.error(
-        what=f"proposer.method: {ctx.method} but proposer.model {draft.ref} is an "
-        f"{_GENERATION_NAME[head.generation]} head ({head.format} format)",
-        why="the engine builds the other head architecture: load fails or acceptance is ~1.0",
-        fix=f"set proposer.method: {method}, or use an {_GENERATION_NAME[wanted]} head",
+        what=what,
+        why=f"{ctx.engine} builds the other head architecture and fails to load the checkpoint",
+        fix=fix,
     )
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
     from orchestrator.memory.weights import WeightSharding
-    from orchestrator.profile.schema import Profile, SpecMethod
+    from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,21 @@ class EngineLaunch:
         return out
 
 
+@dataclass(frozen=True)
+class KvDtypeVerdict:
+    """What an engine release does with an fp8 KV cache on one GPU architecture."""
+
+    refused: bool
+    """True: the release's code refuses it at start-up; False: it may run but no code or
+    documentation of the release confirms it (unverified)."""
+    reason: str
+    """What the engine does, in one clause (which backend, which check)."""
+    source: str
+    """Where that was read: the engine's code or docs at the release, file and line."""
+    fix: str = ""
+    """What to set instead, when there is something better than "another GPU or dtype"."""
+
+
 class EngineMemory(Protocol):
     """How one engine spends GPU memory, as far as the budget needs to know.
 
@@ -183,6 +198,9 @@ class Engine(Protocol):
     draft_vocab_must_match: ClassVar[bool]
     #: The engine serves EAGLE-1/2 heads (else only EAGLE-3).
     serves_eagle1_heads: ClassVar[bool]
+    #: An EAGLE-3 head given as EAGLE-1/2 loads and runs, with acceptance ~1.0 (else it fails
+    #: to load).
+    runs_eagle3_head_as_eagle1: ClassVar[bool]
     memory: ClassVar[EngineMemory]
     metrics: ClassVar[EngineMetrics]
 
@@ -218,6 +236,14 @@ class Engine(Protocol):
 
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         """Whether the engine runs this speculative method with pipeline parallelism."""
+        ...
+
+    def fp8_kv_cache_on(
+        self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
+    ) -> KvDtypeVerdict | None:
+        """What this release does with an fp8 `dtype` KV cache on `gpu` (`mla`: whether the
+        target uses multi-head latent attention; None when unknown). None: the release's code or
+        documentation accepts it there."""
         ...
 
     def rules(self) -> tuple[Rule, ...]:

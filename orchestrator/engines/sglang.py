@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
-from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.sglang_memory import SglangMemory
 from orchestrator.engines.sglang_metrics import SglangMetrics
@@ -19,7 +19,8 @@ from orchestrator.engines.sglang_metrics import SglangMetrics
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
-    from orchestrator.profile.schema import SpecMethod
+    from orchestrator.memory.gpus import Gpu
+    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
 #: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
 #: name for native MTP layers (rewritten to EAGLE internally, with the target as draft).
@@ -42,6 +43,18 @@ KV_DTYPE: Final[Mapping[str, str]] = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
+
+
+_S: Final = "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/"
+#: The default attention backend per architecture (MHA: fa3 on Hopper, trtllm_mha on SM100,
+#: FlashInfer elsewhere unless the model has attention sinks, then Triton; MLA: fa3 on Hopper,
+#: FlashInfer on SM100, Triton elsewhere), and the fp8 KV dtype mapping, which checks no
+#: architecture. Read in sglang 0.5.23.
+FP8_KV_BACKEND_SOURCE: Final = (
+    f"{_S}arg_groups/model_override_base.py#L302-L351; {_S}mem_cache/kv_cache_dtype.py#L60-L72"
+)
+#: fa3 cannot read fp8_e5m2: SGLang switches the backend to Triton with a log line.
+FP8_E5M2_FA3_SOURCE: Final = f"{_S}arg_groups/overrides.py#L1262-L1270"
 
 
 class SglangEngine:
@@ -97,6 +110,11 @@ class SglangEngine:
     #: STANDALONE drafts are not compared by vocab_size (padding-only differences run).
     draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = True
+    #: The draft class comes from the head's own config (LlamaForCausalLMEagle3), and under EAGLE
+    #: it gets one hidden state, so its fc is skipped and acceptance falls to ~1.0 without an error
+    #: (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/models/llama_eagle3.py#L237-L238;
+    #: sgl-project/sglang PR #21272).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = True
     memory: ClassVar[SglangMemory] = SglangMemory()
     metrics: ClassVar[SglangMetrics] = SglangMetrics()
 
@@ -125,6 +143,43 @@ class SglangEngine:
         # (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/server_args.py).
         del method
         return False
+
+    def fp8_kv_cache_on(
+        self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
+    ) -> KvDtypeVerdict | None:
+        # No SGLang release checks the architecture for an fp8 KV cache: where its default
+        # backend has no fp8 path the failure comes from a kernel, so these are warnings.
+        del release
+        cc = gpu.compute_capability
+        if cc is None:
+            return KvDtypeVerdict(
+                refused=False,
+                reason=f"on {gpu.arch_name} SGLang maps fp8 to the fnuz format of its aiter "
+                "backend; specdeploy has not checked that path",
+                source=FP8_KV_BACKEND_SOURCE,
+            )
+        if cc < (8, 0):
+            return KvDtypeVerdict(
+                refused=False,
+                reason="no SGLang code or documentation confirms an fp8 KV cache below SM 8.0",
+                source=FP8_KV_BACKEND_SOURCE,
+            )
+        if mla is not False and cc < (8, 9):
+            return KvDtypeVerdict(
+                refused=False,
+                reason="below Hopper SGLang serves MLA models with its Triton backend, and Triton "
+                "has no native fp8 below SM 8.9; SGLang does not check this",
+                source=FP8_KV_BACKEND_SOURCE,
+            )
+        if dtype == "fp8_e5m2" and cc[0] == 9:
+            return KvDtypeVerdict(
+                refused=False,
+                reason="fa3, the Hopper default, reads only fp8_e4m3: SGLang switches to the slower "
+                "Triton backend",
+                source=FP8_E5M2_FA3_SOURCE,
+                fix="set serving.kv_cache_dtype: fp8_e4m3",
+            )
+        return None
 
     def rules(self) -> tuple[Rule, ...]:
         from orchestrator.engines import sglang_rules

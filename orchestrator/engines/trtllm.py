@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.engines.base import EngineLaunch, LaunchSpec, ModelDownload
+from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec, ModelDownload
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.trtllm_memory import TrtllmMemory, effective_max_num_tokens
 from orchestrator.engines.trtllm_metrics import TrtllmMetrics
@@ -29,9 +29,16 @@ from orchestrator.profile.schema import NgramSpec
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
-    from orchestrator.profile.schema import SpecMethod
+    from orchestrator.memory.gpus import Gpu
+    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
+#: The "Hardware Support Matrix" of the 1.2.0 documentation (build of commit dbdb13b): FP8 KV
+#: cache on Blackwell (sm100/103, sm120), Hopper, Ada Lovelace and Ampere.
+FP8_KV_MATRIX_SOURCE: Final = (
+    "https://github.com/NVIDIA/TensorRT-LLM/blob/7e873e54c296912df55b4c961e67079963ae4d34/"
+    "1.2.0/features/quantization.html (Hardware Support Matrix, FP8 KV Cache)"
+)
 #: Where a draft/head the engine cannot fetch itself is downloaded before it starts.
 DRAFT_DOWNLOAD_DIR: Final = "/models/downloads/draft"
 
@@ -139,6 +146,8 @@ class TrtllmEngine:
     #: The PyTorch backend serves EAGLE-3 heads only; `Eagle` is converted to Eagle3
     #: (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/docs/source/features/speculative-decoding.md).
     serves_eagle1_heads: ClassVar[bool] = False
+    #: Not applicable: every head is served as EAGLE-3 (engine.trtllm-eagle-checkpoint).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[TrtllmMemory] = TrtllmMemory()
     metrics: ClassVar[TrtllmMetrics] = TrtllmMetrics()
 
@@ -162,6 +171,20 @@ class TrtllmEngine:
     def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
         del method
         return True
+
+    def fp8_kv_cache_on(
+        self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
+    ) -> KvDtypeVerdict | None:
+        del release, dtype, mla
+        cc = gpu.compute_capability
+        if cc is not None and cc >= (8, 0):
+            return None
+        return KvDtypeVerdict(
+            refused=False,
+            reason=f"TensorRT-LLM documents an fp8 KV cache on Ampere (SM 8.0) and newer NVIDIA "
+            f"GPUs only, not on {gpu.arch_name}",
+            source=FP8_KV_MATRIX_SOURCE,
+        )
 
     def rules(self) -> tuple[Rule, ...]:
         return ()

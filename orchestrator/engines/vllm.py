@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
-from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.vllm_memory import VllmMemory
 from orchestrator.engines.vllm_metrics import VllmMetrics
@@ -21,7 +21,8 @@ from orchestrator.engines.vllm_metrics import VllmMetrics
 if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
-    from orchestrator.profile.schema import SpecMethod
+    from orchestrator.memory.gpus import Gpu
+    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
 #: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
 _METHOD: Final[Mapping[str, str]] = {
@@ -40,6 +41,23 @@ _LEGACY_MTP_METHOD: Final = "deepseek_mtp"
 #: starts a Ray head and waits for the whole group, then serves; workers join the Ray cluster, over
 #: which vLLM spreads TP x PP.
 RAY_SCRIPT: Final = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+#: Where vLLM's fp8 KV-cache facts were read (`fp8_kv_cache_on`); other releases get warnings.
+FP8_KV_READ_AT: Final = "0.32.0"
+_V: Final = "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/"
+#: Below SM 8.0 neither FlashAttention nor FlashInfer qualifies, so vLLM picks its Triton backend,
+#: which refuses an fp8 KV cache below SM 8.9 ("native FP8 (fp8e4nv) requires SM89+").
+FP8_KV_TRITON_SOURCE: Final = (
+    f"{_V}platforms/cuda.py#L83-L176 (backend priorities); {_V}v1/attention/backends/"
+    f"flash_attn.py#L453-L454 and flashinfer.py#L571-L579 (SM 8.0 and up); {_V}v1/attention/"
+    "backends/triton_attn.py#L486-L500 (fp8 refused below SM 8.9)"
+)
+#: MLA models below SM 9.0 get only the Triton MLA backend, which refuses fp8 below SM 8.9; no MLA
+#: backend lists fp8_e5m2.
+FP8_KV_MLA_SOURCE: Final = (
+    f"{_V}v1/attention/backends/mla/triton_mla.py#L97-L103 and #L195-L209; "
+    f"{_V}v1/attention/backends/mla/flashattn_mla.py#L70-L71, flashmla.py#L49-L55, "
+    "flashinfer_mla.py#L195-L201, cutlass_mla.py#L40-L46"
+)
 #: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
 KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
@@ -96,6 +114,10 @@ class VllmEngine:
     #: padding (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
     draft_vocab_must_match: ClassVar[bool] = True
     serves_eagle1_heads: ClassVar[bool] = True
+    #: `method: eagle` builds EagleLlamaForCausalLM, whose weight loader refuses an EAGLE-3 head's
+    #: tensors (midlayer.*, a 3 x hidden fc)
+    #: (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle.py#L187-L196).
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[VllmMemory] = VllmMemory()
     metrics: ClassVar[VllmMetrics] = VllmMetrics()
 
@@ -123,6 +145,20 @@ class VllmEngine:
         # vLLM documents speculation as not composable with PP, except EAGLE-3 on recent releases
         # (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/features/spec_decode.md).
         return method == "eagle3"
+
+    def fp8_kv_cache_on(
+        self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
+    ) -> KvDtypeVerdict | None:
+        verdict = _fp8_kv_at_0320(gpu, dtype, mla=mla)
+        if verdict is None or release.rules_version == FP8_KV_READ_AT or not verdict.refused:
+            return verdict
+        return KvDtypeVerdict(
+            refused=False,
+            reason=f"vLLM {FP8_KV_READ_AT} refuses it ({verdict.reason}); this release was not "
+            "checked",
+            source=verdict.source,
+            fix=verdict.fix,
+        )
 
     def rules(self) -> tuple[Rule, ...]:
         from orchestrator.engines import vllm_rules
@@ -187,6 +223,45 @@ class VllmEngine:
             metrics_path="/metrics",
             env=env,
         )
+
+
+def _fp8_kv_at_0320(gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None) -> KvDtypeVerdict | None:
+    """vLLM 0.32.0's attention-backend selection for an fp8 KV cache (CUDA)."""
+    cc = gpu.compute_capability
+    if cc is None:
+        return KvDtypeVerdict(
+            refused=False,
+            reason=f"specdeploy has not read vLLM's ROCm attention backends ({gpu.arch_name})",
+            source=f"{_V}platforms/rocm.py",
+        )
+    if mla and dtype == "fp8_e5m2":
+        return KvDtypeVerdict(
+            refused=True,
+            reason="no MLA attention backend lists fp8_e5m2 (no valid attention backend)",
+            source=FP8_KV_MLA_SOURCE,
+            fix="set serving.kv_cache_dtype: fp8_e4m3",
+        )
+    if mla and cc < (8, 9):
+        return KvDtypeVerdict(
+            refused=True,
+            reason="MLA models below SM 9.0 run on the Triton MLA backend, which refuses an fp8 "
+            "KV cache below SM 8.9",
+            source=FP8_KV_MLA_SOURCE,
+        )
+    if cc < (8, 0):
+        return KvDtypeVerdict(
+            refused=True,
+            reason="below SM 8.0 only the Triton attention backend qualifies, and it refuses an "
+            "fp8 KV cache below SM 8.9",
+            source=FP8_KV_TRITON_SOURCE,
+        )
+    if mla is None and cc < (8, 9):
+        return KvDtypeVerdict(
+            refused=False,
+            reason="MLA targets are refused below SM 8.9 and this target's attention is unknown",
+            source=FP8_KV_MLA_SOURCE,
+        )
+    return None
 
 
 def draft_revision(spec: LaunchSpec) -> str | None:

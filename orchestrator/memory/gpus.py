@@ -39,6 +39,12 @@ class Gpu:
     label_value: str
     source: str
     aliases: tuple[str, ...] = ()
+    compute_capability: tuple[int, int] | None = None
+    """NVIDIA compute capability (major, minor), e.g. (8, 9) for an L4; None on other vendors."""
+    gfx_arch: str | None = None
+    """AMD LLVM target (e.g. "gfx942"); None on NVIDIA."""
+    compute_capability_source: str = ""
+    """Where the compute capability (or gfx target) was read."""
 
     @property
     def memory_gib(self) -> float:
@@ -52,6 +58,13 @@ class Gpu:
     @property
     def supports_fp8(self) -> bool:
         return self.fp8_tflops is not None
+
+    @property
+    def arch_name(self) -> str:
+        """How users and engine logs name the architecture: "sm89", "gfx942", or "unknown"."""
+        if self.compute_capability is not None:
+            return f"sm{self.compute_capability[0]}{self.compute_capability[1]}"
+        return self.gfx_arch or "unknown"
 
 
 @functools.cache
@@ -88,7 +101,18 @@ def _gpu(name: str, row: dict[str, Any]) -> Gpu:
         label_value=str(row["label_value"]),
         source=str(row["source"]),
         aliases=tuple(str(a) for a in row.get("aliases", ())),
+        compute_capability=_capability(row.get("compute_capability")),
+        gfx_arch=None if row.get("gfx_arch") is None else str(row["gfx_arch"]),
+        compute_capability_source=str(row.get("compute_capability_source", "")),
     )
+
+
+def _capability(value: Any) -> tuple[int, int] | None:
+    """Parse "8.9" into (8, 9); the YAML writes it as a string so that 12.0 reads as (12, 0)."""
+    if value is None:
+        return None
+    major, _, minor = str(value).partition(".")
+    return int(major), int(minor or 0)
 
 
 def _opt_float(value: Any) -> float | None:

@@ -15,6 +15,7 @@ from orchestrator.compatibility.engine_rules import (
     extra_args_do_not_override_managed_flags,
     extra_args_use_no_removed_flag,
     kv_cache_dtype_is_spelled,
+    kv_cache_dtype_runs_on_gpu,
     pipeline_parallel_allows_speculation,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding
@@ -24,6 +25,7 @@ from orchestrator.engines.sglang_rules import (
     sglang_overlap_needs_topk_one,
 )
 from orchestrator.engines.vllm_rules import cpu_memory_fraction_is_modest
+from orchestrator.memory.gpus import gpu_catalog
 from tests.support import make_profile
 
 SGLANG = {"name": "sglang", "version": "0.5.23"}
@@ -373,3 +375,98 @@ class TestCpuMemoryFractionIsModest:
 
     def test_does_not_apply_on_gpu(self) -> None:
         assert cpu_memory_fraction_is_modest(ctx()) == []
+
+
+def _checkpoint(ref: str, **fields: Any) -> CheckpointInfo:
+    return CheckpointInfo(ref=ref, source="catalog", location="test", **fields)
+
+
+#: A dense GQA target and an MLA target (kv_lora_rank marks multi-head latent attention).
+GQA = _checkpoint("meta-llama/Llama-3.1-8B-Instruct", num_key_value_heads=8)
+MLA = _checkpoint("deepseek-ai/DeepSeek-V3", kv_lora_rank=512)
+TRTLLM = {"name": "trtllm", "version": "1.2.0"}
+
+
+def fp8_on(
+    engine: dict[str, str], gpu: str, target: CheckpointInfo | None, dtype: str = "fp8"
+) -> list[Finding]:
+    sections: dict[str, Any] = {
+        "engine": engine,
+        "hardware": {"gpu": gpu},
+        "serving": {"kv_cache_dtype": dtype},
+    }
+    if engine["name"] == "trtllm":
+        sections["proposer"] = {"method": "ngram"}
+    return kv_cache_dtype_runs_on_gpu(ctx(target, **sections))
+
+
+class TestKvCacheDtypeRunsOnGpu:
+    """vLLM refuses what its backend selection refuses; SGLang and TensorRT-LLM get warnings
+    where nothing confirms the combination; supported architectures stay silent."""
+
+    VLLM: ClassVar = {"name": "vllm", "version": "0.32.0"}
+
+    def test_vllm_refuses_fp8_below_sm80(self) -> None:
+        finding = only(fp8_on(self.VLLM, "T4", GQA))
+        assert (finding.rule, finding.severity) == ("engine.kv-cache-dtype-gpu", "error")
+        assert "T4 (sm75)" in finding.what and "Triton" in finding.what
+        assert finding.field == "serving.kv_cache_dtype"
+        assert "triton_attn.py#L486-L500" in finding.source
+        assert "kv_cache_dtype: auto" in finding.fix
+
+    def test_vllm_refuses_mla_fp8_on_ampere_but_not_gqa(self) -> None:
+        finding = only(fp8_on(self.VLLM, "A100-80GB", MLA))
+        assert finding.severity == "error" and "MLA" in finding.what
+        assert "triton_mla.py" in finding.source
+        assert fp8_on(self.VLLM, "A100-80GB", GQA) == []  # FlashInfer reads fp8 on SM 8.0
+
+    def test_vllm_refuses_fp8_e5m2_for_mla_everywhere(self) -> None:
+        finding = only(fp8_on(self.VLLM, "H200", MLA, dtype="fp8_e5m2"))
+        assert finding.severity == "error" and "fp8_e4m3" in finding.fix
+
+    def test_vllm_unknown_attention_on_ampere_is_a_warning(self) -> None:
+        assert only(fp8_on(self.VLLM, "A10G", None)).severity == "warning"
+
+    def test_older_vllm_release_is_only_warned(self) -> None:
+        finding = only(fp8_on({"name": "vllm", "version": "0.15.0"}, "T4", GQA))
+        assert finding.severity == "warning" and "this release was not checked" in finding.what
+
+    @pytest.mark.parametrize("gpu", ["L4", "H100-80GB", "B200", "RTX-5090"])
+    def test_vllm_accepts_fp8_from_sm89(self, gpu: str) -> None:
+        assert fp8_on(self.VLLM, gpu, MLA) == [] and fp8_on(self.VLLM, gpu, GQA) == []
+
+    def test_amd_is_unverified_for_every_engine(self) -> None:
+        for engine in (self.VLLM, SGLANG, TRTLLM):
+            assert only(fp8_on(engine, "MI300X", GQA)).severity == "warning", engine
+
+    def test_sglang_warns_for_mla_below_sm89(self) -> None:
+        finding = only(fp8_on(SGLANG, "A100-80GB", MLA, dtype="fp8_e4m3"))
+        assert finding.severity == "warning" and "Triton" in finding.what
+        assert "model_override_base.py" in finding.source
+        assert fp8_on(SGLANG, "A100-80GB", GQA, dtype="fp8_e4m3") == []
+
+    def test_sglang_fp8_e5m2_on_hopper_falls_back_to_triton(self) -> None:
+        finding = only(fp8_on(SGLANG, "H100-80GB", GQA, dtype="fp8_e5m2"))
+        assert finding.severity == "warning" and "fp8_e4m3" in finding.fix
+        assert fp8_on(SGLANG, "H100-80GB", GQA, dtype="fp8_e4m3") == []
+
+    def test_trtllm_follows_its_support_matrix(self) -> None:
+        assert fp8_on(TRTLLM, "A100-80GB", MLA) == []
+        finding = only(fp8_on(TRTLLM, "T4", GQA))
+        assert finding.severity == "warning" and "quantization.html" in finding.source
+
+    def test_does_not_apply_without_fp8_or_on_cpu(self) -> None:
+        assert fp8_on(self.VLLM, "T4", GQA, dtype="auto") == []
+        cpu = ctx(GQA, hardware={"device": "cpu"}, serving={"kv_cache_dtype": "fp8"})
+        assert kv_cache_dtype_runs_on_gpu(cpu) == []
+
+    def test_trtllm_unspelled_dtype_is_left_to_the_spelling_rule(self) -> None:
+        assert fp8_on(TRTLLM, "T4", GQA, dtype="fp8_e5m2") == []
+
+
+def test_every_gpu_has_an_architecture_with_a_source() -> None:
+    for gpu in gpu_catalog().values():
+        assert (gpu.compute_capability is None) != (gpu.gfx_arch is None), gpu.name
+        assert gpu.compute_capability_source.startswith("https://"), gpu.name
+    assert gpu_catalog()["RTX-5090"].compute_capability == (12, 0)
+    assert gpu_catalog()["L4"].arch_name == "sm89"

@@ -323,14 +323,36 @@ class TestEagleGenerationMatches:
         assert finding.severity == "error" and "EAGLE-1/2 head" in finding.what
         assert "proposer.method: eagle" in finding.fix
 
-    def test_an_eagle3_head_with_method_eagle_is_refused(self) -> None:
+    def test_an_eagle3_head_with_method_eagle_is_refused_by_vllm(self) -> None:
+        ctx = context(
+            "eagle",
+            "vllm",
+            target=fixture("llama-3.1-8b-instruct"),
+            draft=fixture("eagle3-llama3.1-8b"),
+        )
+        finding = one(eagle_generation_matches(ctx))
+        assert finding.severity == "error" and "EAGLE-3 head" in finding.what
+        assert "fails to load" in finding.why
+
+    def test_sglang_runs_an_eagle3_head_as_eagle_at_acceptance_one(self) -> None:
         ctx = context(
             "eagle",
             "sglang",
             target=fixture("llama-3.1-8b-instruct"),
             draft=fixture("eagle3-llama3.1-8b"),
         )
-        assert "EAGLE-3 head" in one(eagle_generation_matches(ctx)).what
+        finding = one(eagle_generation_matches(ctx))
+        assert finding.severity == "warning" and "EAGLE-3 head" in finding.what
+        assert "~1.0" in finding.why and "proposer.method: eagle3" in finding.fix
+
+    def test_sglang_refuses_an_eagle1_head_as_eagle3(self) -> None:
+        ctx = context(
+            "eagle3",
+            "sglang",
+            target=fixture("llama-3.1-8b-instruct"),
+            draft=fixture("eagle1-llama3.1-8b"),
+        )
+        assert one(eagle_generation_matches(ctx)).severity == "error"
 
     def test_passes_when_generations_agree(self) -> None:
         ctx = context(

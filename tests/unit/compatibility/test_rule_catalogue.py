@@ -52,6 +52,7 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.pipeline-parallel",
         "checkpoint.remote-code",
         "engine.kv-cache-dtype",
+        "engine.kv-cache-dtype-gpu",
         "engine.cpu-memory-fraction",
         "pairing.speculators-format",
         "engine.attention-data-parallel",

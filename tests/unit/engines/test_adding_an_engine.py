@@ -91,6 +91,8 @@ class ToyEngine:
     shm_size: ClassVar[str] = "1Gi"
     draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = False
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
+    runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     memory: ClassVar[ToyMemory] = ToyMemory()
     metrics: ClassVar[ToyMetrics] = ToyMetrics()
 
@@ -122,6 +124,9 @@ class ToyEngine:
 
     def attention_data_parallel_sizes(self, tensor_parallel_size):
         return (1,)
+
+    def fp8_kv_cache_on(self, release, gpu, dtype, *, mla):
+        return None
 
     def rules(self) -> tuple[Rule, ...]:
         return (toy_tokens,)
