@@ -214,16 +214,15 @@ def target_roofline(
 def disagreements(
     profile: Profile, result: PlanResult, found: SpeedupEstimate, roofline: Roofline
 ) -> tuple[Disagreement, ...]:
-    """Loads where the estimate finds a gain but the real `serving.high-concurrency` rule, run on
-    this profile at that load and draft length (the best one there, and the recommended one),
-    warns; each says why the two disagree."""
+    """Every (load, draft length) of the estimate with a gain where the real
+    `serving.high-concurrency` rule, run on this profile at that load and draft length, warns;
+    each says why the two disagree."""
     release = result.release
     if release is None:
         return ()
     out = []
     for row in found.loads:
-        for k in sorted({row.best_k, found.recommended_num_speculative_tokens}):
-            gain = row.at(k)
+        for k, gain in row.speedups:
             if gain <= 1.0:
                 continue
             probe = profile.model_copy(
@@ -251,7 +250,7 @@ def _why_gain(
     kv_gb = batch * roofline.context_tokens * roofline.kv_bytes_per_token / 1e9
     gpu = profile.hardware.gpu
     if memory_ms >= compute_ms:
-        moe = ", only the experts those tokens route to" if roofline.experts is not None else ""
+        moe = " (only the experts those tokens route to)" if roofline.experts is not None else ""
         return (
             f"the rule compares {tokens} verified tokens with {gpu}'s FLOPs-per-byte ridge "
             f"alone; the estimate finds the verify step still memory-bound: it reads "

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.bench.acceptance import WORKLOADS, Workload, describe_rates
-from orchestrator.bench.estimate import DEFAULT_CONTEXT_TOKENS, SpeedupEstimate
+from orchestrator.bench.estimate import DEFAULT_CONTEXT_TOKENS, Disagreement, SpeedupEstimate
 from orchestrator.bench.planned import NoEstimate, estimate_planned
 from orchestrator.cli.options import format_option, offline_option, profile_argument
 from orchestrator.memory.gpus import gpu_catalog
@@ -119,18 +119,25 @@ def speedup_table(estimate: SpeedupEstimate) -> str:
         f"  draft/target cost ratio at concurrency 1: {estimate.cost_ratio:.3f}",
         "  concurrency " + "".join(f"  k={k:<4}" for k in ks) + "  best",
     ]
+    warned = {(d.concurrency, d.num_speculative_tokens) for d in estimate.disagreements}
     for load in estimate.loads:
-        cells = "".join(f"  {s:5.2f}x" for _, s in load.speedups)
+        cells = "".join(
+            f"  {s:5.2f}{'!' if (load.concurrency, k) in warned else 'x'}" for k, s in load.speedups
+        )
         lines.append(f"  {load.concurrency:>11} {cells}  k={load.best_k}")
     lines.append(f"  recommended num_speculative_tokens: {k}")
     lines.append(f"  ({estimate.reason})")
     if estimate.stops_paying_at is not None:
         lines.append(f"  estimated to stop paying at concurrency {estimate.stops_paying_at}")
+    first: dict[int, Disagreement] = {}
     for d in estimate.disagreements:
+        first.setdefault(d.concurrency, d)
+    if first:
         lines.append(
-            f"  note: at concurrency {d.concurrency} (k={d.num_speculative_tokens}) the estimate "
-            f"gives {d.estimated_speedup:.2f}x although {d.rule} warns: {d.why}"
+            "  ! serving.high-concurrency warns at that load and draft length; why they differ:"
         )
+    for d in first.values():
+        lines.append(f"    at concurrency {d.concurrency}, k>={d.num_speculative_tokens}: {d.why}")
     lines += [f"  assumes {name}: {value}" for name, value in estimate.assumptions]
     return "\n".join(lines)
 

@@ -125,3 +125,21 @@ def test_speedup_for_a_baseline_says_there_is_none() -> None:
     )
     assert result.exit_code == 0
     assert "no proposer" in result.stdout
+
+
+def test_a_gain_where_high_concurrency_warns_is_explained(tmp_path: Path) -> None:
+    path = write_profile(
+        tmp_path,
+        target={"model": "meta-llama/Llama-3.1-8B-Instruct"},
+        proposer={
+            "method": "eagle3",
+            "model": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+            "num_speculative_tokens": 3,
+        },
+        serving={"max_model_len": 8192, "max_concurrency": 48},
+    )
+    result = run("plan", str(path), "--offline", "--speedup", "--context-tokens", "8192")
+    assert result.exit_code == 0, result.output
+    assert "serving.high-concurrency" in result.stdout  # the validate warning itself
+    assert "serving.high-concurrency warns at that load and draft length" in result.stdout
+    assert "memory-bound" in result.stdout or "compute-bound" in result.stdout
