@@ -25,7 +25,7 @@ _KIND_MARK: Final = {"published": "*", "prior": "~", "measured": "="}
 #: Longest proposer id shown in the table (the details below it have the full id).
 _NAME_WIDTH: Final = 46
 #: Longest rule message quoted in a rejected line.
-_WHY_WIDTH: Final = 150
+_WHY_WIDTH: Final = 320
 
 
 def suggestions_text(found: Suggestions) -> str:
