@@ -1,34 +1,40 @@
-"""Analytic speedup estimate for `plan --speedup`: an ESTIMATE, never a measurement.
+"""Analytic speedup estimate for `plan --speedup` and `suggest`: an ESTIMATE, never a measurement.
 
 Model (Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative
 Decoding", ICML, arXiv:2211.17192):
-- with per-token acceptance probability α and draft length k, one target step commits on
-  average E(α, k) = (1 - α^(k+1)) / (1 - α) tokens (k + 1 when α = 1) — their Eq. 1;
+- a draft of k tokens commits on average E(k) tokens per target step, bonus token included. With
+  one acceptance rate α for every position E = (1 - α^(k+1)) / (1 - α) (their Eq. 1); with
+  per-position rates (`acceptance.AcceptanceCurve`) E = 1 + Σ_i Π_{j≤i} rate_j;
 - each step costs k draft forwards plus one target verification of k + 1 tokens; at batch 1 in
   the memory-bound regime verification costs one ordinary step, giving their speedup
   E / (c·k + 1) with c = draft step time / target step time (Theorem 3.8).
 Load is added with a roofline for one decode step of B sequences, each verifying n tokens:
-  t(B, n) = max((W + B·L·kv) / BW, 2·P·B·n / FLOPS)
-(weights W bytes, active parameters P, context L tokens per sequence, kv bytes per token, GPU
-bandwidth BW and dense FLOPS from the GPU catalog). While memory-bound, verifying k + 1 tokens is
-almost free; once B·(k + 1) passes the GPU's critical batch the extra tokens cost compute, which
-is why speculation stops paying under load (vLLM docs, dynamic speculative decoding: "when BS*K
-goes beyond a critical BS then SD negatively impacts the decode speed"). Long contexts delay that
-point: every sequence's KV cache is read each step (MagicDec, Chen et al. 2024). The draft step is
-taken as c × the target's step at the same batch. Real engines add scheduling and sampling overheads
-this ignores, so use `specdeploy bench` for the decision.
+  t(B, n) = max((W(B·n) + B·L·kv) / BW, 2·P·B·n / FLOPS)
+(weights read W, parameters computed per token P, context L tokens per sequence, kv bytes per
+token, GPU bandwidth BW and dense FLOPS from the GPU catalog). A dense model reads all its
+weights; an MoE model reads its shared weights plus the experts its B·n tokens route to (`Experts`:
+with E experts and top-k routing, uniform routing hits E·(1 - (1 - k/E)^(B·n)) of them), and
+computes only the active parameters. So verifying k + 1 tokens is almost free for a dense model
+while memory-bound, but reads up to k + 1 times the experts of a plain step for an MoE model at
+low batch. Once B·(k + 1) passes the critical batch the extra tokens cost compute, which is why
+speculation stops paying under load (vLLM docs, dynamic speculative decoding: "when BS*K goes
+beyond a critical BS then SD negatively impacts the decode speed"). Long contexts delay that point:
+every sequence's KV cache is read each step (MagicDec, Chen et al. 2024). A draft step is either
+c × the target's step at the same batch, or its own roofline (`DraftCost`). Real engines add
+scheduling and sampling overheads this ignores, so use `specdeploy bench` for the decision.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from orchestrator.bench.acceptance import Acceptance, AcceptanceCurve
+
 LABEL: Final = (
-    "analytic estimate (Leviathan et al. 2023 expected tokens per step and a memory-bound decode "
-    "roofline); not a measurement: confirm with `specdeploy bench`"
+    "analytic estimate (Leviathan et al. 2023 expected tokens per step and a decode roofline that "
+    "counts the weights each step touches); not a measurement: confirm with `specdeploy bench`"
 )
 DRAFT_LENGTHS: Final = (1, 2, 3, 4, 5, 6, 7, 8)
 LOADS: Final = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -36,27 +42,82 @@ TB: Final = 1e12
 GIB: Final = 1024**3
 DEFAULT_CONTEXT_TOKENS: Final = 1024
 """Assumed mean context per decoding sequence when the caller does not know its workload."""
-BF16_BYTES: Final = 2.0
 
 
-class MemoryFacts(Protocol):
-    """What the estimate needs from a memory budget (orchestrator.memory.budget.MemoryEstimate
-    fits): per-GPU weights, the target's KV bytes per token and the concurrency figures."""
+@dataclass(frozen=True)
+class Experts:
+    """The routed experts of an MoE model on one GPU."""
 
-    @property
-    def target_weights_gib(self) -> float: ...
+    routed_bytes: float
+    total: int
+    per_token: int
 
-    @property
-    def draft_weights_gib(self) -> float: ...
+    def hit_fraction(self, tokens: float) -> float:
+        """Expected share of experts at least one of `tokens` routes to (uniform top-k routing;
+        real routing is skewed, so fewer are hit and this errs towards more bytes read)."""
+        return float(1.0 - (1.0 - self.per_token / self.total) ** tokens)
 
-    @property
-    def target_kv_bytes_per_token(self) -> int: ...
 
-    @property
-    def max_concurrency(self) -> int: ...
+@dataclass(frozen=True)
+class Roofline:
+    """One target decode step's cost on one GPU (or one tensor-parallel group, summed)."""
 
-    @property
-    def requested_concurrency(self) -> int: ...
+    bandwidth_bytes_per_s: float
+    flops_per_s: float | None
+    """Dense peak; None = treat the step as memory-bound at every batch."""
+    weight_bytes: float
+    active_params: float
+    """Parameters multiplied per token (all of them for a dense model, the active ones for MoE)."""
+    kv_bytes_per_token: float
+    context_tokens: float
+    """Mean tokens in context per sequence while decoding (prompt + half the output)."""
+    experts: Experts | None = None
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        """Weight bytes one forward over `tokens` tokens reads."""
+        if self.experts is None:
+            return self.weight_bytes
+        routed = self.experts.routed_bytes
+        return self.weight_bytes - routed + routed * self.experts.hit_fraction(tokens)
+
+    def memory_s(self, batch: int, tokens_per_sequence: int) -> float:
+        kv = batch * self.context_tokens * self.kv_bytes_per_token
+        weights = self.weight_bytes_read(batch * tokens_per_sequence)
+        return (weights + kv) / self.bandwidth_bytes_per_s
+
+    def compute_s(self, batch: int, tokens_per_sequence: int) -> float:
+        if self.flops_per_s is None:
+            return 0.0
+        return 2.0 * self.active_params * batch * tokens_per_sequence / self.flops_per_s
+
+    def step_s(self, batch: int, tokens_per_sequence: int) -> float:
+        """Seconds for one target forward over `batch` sequences of `tokens_per_sequence`."""
+        return max(
+            self.memory_s(batch, tokens_per_sequence), self.compute_s(batch, tokens_per_sequence)
+        )
+
+
+@dataclass(frozen=True)
+class DraftCost:
+    """One draft forward on one GPU, on the target's roofline (same bandwidth and FLOPS)."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float
+    params: float
+    """Parameters multiplied per drafted token."""
+    routed_share: float = 0.0
+    """Share of the draft's weight bytes in routed experts that route like the target's (the MTP
+    layer of an MoE target): only the experts hit are read."""
+
+    def step_s(self, roofline: Roofline, batch: int) -> float:
+        routed = self.weight_bytes * self.routed_share
+        hit = roofline.experts.hit_fraction(batch) if roofline.experts is not None else 1.0
+        weights = self.weight_bytes - routed + routed * hit
+        kv = batch * roofline.context_tokens * self.kv_bytes_per_token
+        memory = (weights + kv) / roofline.bandwidth_bytes_per_s
+        if roofline.flops_per_s is None:
+            return memory
+        return max(memory, 2.0 * self.params * batch / roofline.flops_per_s)
 
 
 class GpuSpec(Protocol):
@@ -69,29 +130,6 @@ class GpuSpec(Protocol):
     def bf16_tflops(self) -> float | None: ...
 
 
-@dataclass(frozen=True)
-class Roofline:
-    """One decode step's cost on one GPU (or one tensor-parallel group, with summed figures)."""
-
-    bandwidth_bytes_per_s: float
-    flops_per_s: float | None
-    """Dense peak; None = treat the step as memory-bound at every batch."""
-    weight_bytes: float
-    active_params: float
-    kv_bytes_per_token: float
-    context_tokens: float
-    """Mean tokens in context per sequence while decoding (prompt + half the output)."""
-
-    def step_s(self, batch: int, tokens_per_sequence: int) -> float:
-        """Seconds for one target forward over `batch` sequences of `tokens_per_sequence`."""
-        kv = batch * self.context_tokens * self.kv_bytes_per_token
-        memory = (self.weight_bytes + kv) / self.bandwidth_bytes_per_s
-        if self.flops_per_s is None:
-            return memory
-        compute = 2.0 * self.active_params * batch * tokens_per_sequence / self.flops_per_s
-        return max(memory, compute)
-
-
 def roofline_for(
     gpu: GpuSpec,
     *,
@@ -100,6 +138,7 @@ def roofline_for(
     kv_bytes_per_token: float,
     context_tokens: float,
     gpus: int = 1,
+    experts: Experts | None = None,
 ) -> Roofline:
     """A roofline from a GPU catalog entry; `gpus` tensor-parallel GPUs add bandwidth and FLOPS."""
     flops = None if gpu.bf16_tflops is None else gpu.bf16_tflops * TB * gpus
@@ -110,6 +149,7 @@ def roofline_for(
         active_params,
         kv_bytes_per_token,
         context_tokens,
+        experts,
     )
 
 
@@ -122,12 +162,7 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
 
 def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
     """Invert Eq. 1: the α that gives a measured mean acceptance length (e.g. from `bench`)."""
-    target = min(max(mean_length, 1.0), k + 1.0)
-    low, high = 0.0, 1.0
-    for _ in range(60):  # bisection; E is increasing in α
-        mid = (low + high) / 2.0
-        low, high = (mid, high) if expected_tokens_per_step(mid, k) < target else (low, mid)
-    return (low + high) / 2.0
+    return AcceptanceCurve.matching(mean_length, k).first
 
 
 def alpha_from_acceptance_rate(rate: float, k: int) -> float:
@@ -136,16 +171,34 @@ def alpha_from_acceptance_rate(rate: float, k: int) -> float:
     return alpha_from_acceptance_length(1.0 + rate * k, k)
 
 
+Accepts = float | AcceptanceCurve
+"""One acceptance rate for every position (Leviathan et al.), or per-position rates."""
+Cost = float | DraftCost
+"""A draft step as a fraction c of the target's step, or the draft's own roofline."""
+
+
 def speedup(
-    alpha: float, k: int, cost_ratio: float, batch: int, roofline: Roofline | None
+    acceptance: Accepts, k: int, cost: Cost, batch: int, roofline: Roofline | None
 ) -> float:
     """Estimated decode speedup (tokens per unit time, speculative over plain) at one load."""
-    tokens = expected_tokens_per_step(alpha, k)
+    curve = acceptance if isinstance(acceptance, AcceptanceCurve) else AcceptanceCurve(acceptance)
+    tokens = curve.mean_length(k)
     if roofline is None:
-        return tokens / (cost_ratio * k + 1.0)  # Leviathan et al. Theorem 3.8
+        if isinstance(cost, DraftCost):
+            raise ValueError("a DraftCost needs a roofline to be timed")
+        return tokens / (cost * k + 1.0)  # Leviathan et al. Theorem 3.8
     plain = roofline.step_s(batch, 1)
-    speculative = k * cost_ratio * plain + roofline.step_s(batch, k + 1)
-    return tokens * plain / speculative
+    draft = cost * plain if isinstance(cost, float | int) else cost.step_s(roofline, batch)
+    return tokens * plain / (k * draft + roofline.step_s(batch, k + 1))
+
+
+def cost_ratio(cost: Cost, roofline: Roofline | None) -> float:
+    """c at batch 1: the draft step's time over the plain target step's."""
+    if isinstance(cost, float | int):
+        return float(cost)
+    if roofline is None:
+        raise ValueError("a DraftCost needs a roofline to be timed")
+    return cost.step_s(roofline, 1) / roofline.step_s(1, 1)
 
 
 @dataclass(frozen=True)
@@ -157,30 +210,64 @@ class LoadEstimate:
     best_k: int
     best_speedup: float
 
+    def at(self, k: int) -> float:
+        return dict(self.speedups)[k]
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A load where the estimate finds a gain while a rule warns that speculation stops paying."""
+
+    concurrency: int
+    num_speculative_tokens: int
+    rule: str
+    estimated_speedup: float
+    why: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "concurrency": self.concurrency,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "rule": self.rule,
+            "estimated_speedup": round(self.estimated_speedup, 4),
+            "why": self.why,
+        }
+
 
 @dataclass(frozen=True)
 class SpeedupEstimate:
-    """The `speedup_estimate` block of `plan --format json`."""
+    """The `speedup_estimate` block of `plan --format json` and each `suggest` option's figures."""
 
     label: str
     alpha: float
+    """The single per-token rate (Leviathan's α) giving the same mean acceptance length at the
+    recommended draft length."""
     cost_ratio: float
     loads: tuple[LoadEstimate, ...]
     recommended_num_speculative_tokens: int
-    """Best draft length at the lowest load where speculation pays most; see `reason`."""
+    """Best draft length at the load the deployment serves; see `reason`."""
     stops_paying_at: int | None
     """Lowest estimated load where even the best draft length gives speedup <= 1."""
     reason: str
     assumptions: tuple[tuple[str, float | str], ...] = ()
+    acceptance: Acceptance | None = None
+    disagreements: tuple[Disagreement, ...] = ()
+
+    def row(self, concurrency: int) -> LoadEstimate:
+        """The estimate at the load nearest `concurrency`."""
+        return min(self.loads, key=lambda r: (abs(r.concurrency - concurrency), r.concurrency))
 
     def as_json(self) -> dict[str, object]:
+        k = self.recommended_num_speculative_tokens
         return {
             "label": self.label,
-            "alpha": self.alpha,
-            "cost_ratio": self.cost_ratio,
-            "recommended_num_speculative_tokens": self.recommended_num_speculative_tokens,
+            "alpha": round(self.alpha, 4),
+            "cost_ratio": round(self.cost_ratio, 5),
+            "acceptance": self.acceptance.as_json(k) if self.acceptance is not None else None,
+            "recommended_num_speculative_tokens": k,
             "stops_paying_at": self.stops_paying_at,
             "reason": self.reason,
+            "disagreements": [d.as_json() for d in self.disagreements],
             "assumptions": dict(self.assumptions),
             "loads": [
                 {
@@ -195,8 +282,8 @@ class SpeedupEstimate:
 
 
 def estimate(
-    alpha: float,
-    cost_ratio: float,
+    acceptance: Accepts,
+    cost: Cost,
     roofline: Roofline | None,
     *,
     loads: Sequence[int] = LOADS,
@@ -205,27 +292,35 @@ def estimate(
 ) -> SpeedupEstimate:
     """Speedup vs draft length and load, recommending num_speculative_tokens for the load the
     deployment serves (`serving_concurrency`, else the lowest load)."""
-    if not 0.0 <= alpha <= 1.0 or cost_ratio < 0.0:
-        raise ValueError(f"alpha={alpha} must be in [0, 1] and cost_ratio={cost_ratio} >= 0")
+    curve = acceptance if isinstance(acceptance, AcceptanceCurve) else AcceptanceCurve(acceptance)
+    ratio = cost_ratio(cost, roofline)
+    if not 0.0 <= curve.first <= 1.0 or ratio < 0.0:
+        raise ValueError(f"alpha={curve.first} must be in [0, 1] and cost_ratio={ratio} >= 0")
     if roofline is None:
         loads = loads[:1]  # without a roofline the estimate does not depend on load
-    rows = tuple(_load(alpha, cost_ratio, c, roofline, draft_lengths) for c in loads)
+    rows = tuple(_load(curve, cost, c, roofline, draft_lengths) for c in loads)
     at = serving_concurrency or rows[0].concurrency
     row = min(rows, key=lambda r: (abs(r.concurrency - at), r.concurrency))
     losing = [r.concurrency for r in rows if r.best_speedup <= 1.0]
+    alpha = alpha_from_acceptance_length(curve.mean_length(row.best_k), row.best_k)
     reason = (
         f"k={row.best_k} maximises the estimated speedup ({row.best_speedup:.2f}x) at "
-        f"concurrency {row.concurrency} for alpha={alpha:.2f}, cost ratio c={cost_ratio:.3f}"
+        f"concurrency {row.concurrency}: {curve.mean_length(row.best_k):.2f} tokens per step, "
+        f"draft/target cost ratio c={ratio:.3f}"
     )
     return SpeedupEstimate(
-        LABEL, alpha, cost_ratio, rows, row.best_k, losing[0] if losing else None, reason
+        LABEL, alpha, ratio, rows, row.best_k, losing[0] if losing else None, reason
     )
 
 
 def _load(
-    alpha: float, cost_ratio: float, concurrency: int, roofline: Roofline | None, ks: Sequence[int]
+    curve: AcceptanceCurve,
+    cost: Cost,
+    concurrency: int,
+    roofline: Roofline | None,
+    ks: Sequence[int],
 ) -> LoadEstimate:
-    pairs = tuple((k, speedup(alpha, k, cost_ratio, concurrency, roofline)) for k in ks)
+    pairs = tuple((k, speedup(curve, k, cost, concurrency, roofline)) for k in ks)
     best_k, best = max(pairs, key=lambda pair: (pair[1], -pair[0]))
     return LoadEstimate(concurrency, pairs, best_k, best)
 
@@ -234,45 +329,3 @@ def cost_ratio_from_weights(draft_weight_bytes: float, target_weight_bytes: floa
     """c for a memory-bound draft: its step reads its weights, the target's step reads the
     target's (Leviathan et al. §3.4 approximate c by the ratio of model sizes)."""
     return draft_weight_bytes / target_weight_bytes if target_weight_bytes > 0 else 0.0
-
-
-def estimate_for_deployment(
-    memory: MemoryFacts,
-    gpu: GpuSpec,
-    alpha: float,
-    *,
-    cost_ratio: float | None = None,
-    context_tokens: float = DEFAULT_CONTEXT_TOKENS,
-    bytes_per_param: float = BF16_BYTES,
-) -> SpeedupEstimate:
-    """The estimate for one planned deployment (per GPU, as the memory budget is): weights and
-    KV from the budget, bandwidth and FLOPS from the GPU catalog. `cost_ratio` defaults to the
-    draft/target weight ratio (0 for n-gram, which has no draft weights); parameters are taken
-    as weight bytes / `bytes_per_param` (dense BF16 by default: MoE and quantised targets do
-    less compute per byte, so their estimate is pessimistic under load)."""
-    weight_bytes = memory.target_weights_gib * GIB
-    roofline = roofline_for(
-        gpu,
-        weight_bytes=weight_bytes,
-        active_params=weight_bytes / bytes_per_param,
-        kv_bytes_per_token=memory.target_kv_bytes_per_token,
-        context_tokens=context_tokens,
-    )
-    ratio = (
-        cost_ratio
-        if cost_ratio is not None
-        else cost_ratio_from_weights(memory.draft_weights_gib * GIB, weight_bytes)
-    )
-    top = max(memory.max_concurrency, memory.requested_concurrency, 1)
-    loads = sorted({c for c in LOADS if c <= top} | {memory.requested_concurrency, 1})
-    result = estimate(
-        alpha, ratio, roofline, loads=loads, serving_concurrency=memory.requested_concurrency
-    )
-    assumptions: tuple[tuple[str, float | str], ...] = (
-        ("context_tokens", context_tokens),
-        ("bytes_per_param", bytes_per_param),
-        ("gpu_bandwidth_tbps", gpu.bandwidth_tbps),
-        ("gpu_bf16_tflops", gpu.bf16_tflops if gpu.bf16_tflops is not None else "unknown"),
-        ("alpha", "per-token acceptance probability (Leviathan et al.), given by the caller"),
-    )
-    return dataclasses.replace(result, assumptions=assumptions)

@@ -7,22 +7,14 @@ from pathlib import Path
 
 import click
 
-from orchestrator.bench.estimate import (
-    DEFAULT_CONTEXT_TOKENS,
-    SpeedupEstimate,
-    estimate_for_deployment,
-)
+from orchestrator.bench.acceptance import WORKLOADS, Workload, describe_rates
+from orchestrator.bench.estimate import DEFAULT_CONTEXT_TOKENS, Disagreement, SpeedupEstimate
+from orchestrator.bench.planned import NoEstimate, estimate_planned
 from orchestrator.cli.options import format_option, offline_option, profile_argument
-from orchestrator.memory.gpus import find_gpu, gpu_catalog
+from orchestrator.memory.gpus import gpu_catalog
 from orchestrator.memory.report import gpu_table, memory_table
 from orchestrator.output import plan_document, text_report
 from orchestrator.plan.build import load_and_plan
-from orchestrator.profile.schema import Profile
-
-#: Default per-token acceptance for --speedup when the user has not measured one: a mid value
-#: between typical n-gram (~0.3-0.5) and trained EAGLE/MTP heads (~0.7-0.8) reported in vLLM's
-#: and SGLang's spec-decode docs; the output says to measure it with `specdeploy bench`.
-DEFAULT_ACCEPTANCE_RATE = 0.6
 
 
 @click.command()
@@ -35,9 +27,16 @@ DEFAULT_ACCEPTANCE_RATE = 0.6
 @click.option(
     "--acceptance-rate",
     type=click.FloatRange(0.0, 1.0),
-    default=DEFAULT_ACCEPTANCE_RATE,
+    default=None,
+    help="Measured per-token acceptance rate for --speedup (from `specdeploy bench`); by default "
+    "the proposer's published acceptance, else its method's sourced prior.",
+)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="chat",
     show_default=True,
-    help="Per-token acceptance probability for --speedup; take it from `specdeploy bench`.",
+    help="Which published acceptance figures --speedup uses (code or chat benchmarks).",
 )
 @click.option(
     "--context-tokens",
@@ -51,7 +50,8 @@ DEFAULT_ACCEPTANCE_RATE = 0.6
 def plan(
     profile: Path,
     speedup: bool,
-    acceptance_rate: float,
+    acceptance_rate: float | None,
+    workload: Workload,
     context_tokens: int,
     output: str,
     offline: bool,
@@ -63,49 +63,82 @@ def plan(
     result = load_and_plan(profile, offline=offline)
     code = result.exit_code()
     memory = result.memory
-    estimate = None
-    if speedup and memory is not None and result.profile is not None and result.profile.speculative:
-        gpu = find_gpu(result.profile.hardware.gpu or "")
-        estimate = estimate_for_deployment(
-            memory, gpu, acceptance_rate, context_tokens=context_tokens
+    found: SpeedupEstimate | NoEstimate | None = None
+    if speedup:
+        found = estimate_planned(
+            result,
+            workload=workload,
+            acceptance_rate=acceptance_rate,
+            context_tokens=context_tokens,
         )
     if output == "json":
         document = plan_document(result)
-        if estimate is not None:
-            document["speedup_estimate"] = estimate.as_json()
+        if isinstance(found, SpeedupEstimate):
+            document["speedup_estimate"] = found.as_json()
+        elif isinstance(found, NoEstimate):
+            document["speedup_estimate"] = no_estimate_json(found)
         click.echo(json.dumps(document, indent=2))
     else:
         table = memory_table(memory) if memory is not None else ""
-        note = "" if estimate is not None or not speedup else _no_estimate(result.profile)
-        speed = speedup_table(estimate) if estimate is not None else note
+        speed = ""
+        if isinstance(found, SpeedupEstimate):
+            speed = speedup_table(found)
+        elif isinstance(found, NoEstimate):
+            speed = f"speedup estimate: none ({found.reason})"
         parts = (text_report(result), table, speed)
         click.echo("\n\n".join(t for t in parts if t), err=code != 0)
     click.get_current_context().exit(code)
 
 
-def _no_estimate(profile: Profile | None) -> str:
-    if profile is not None and not profile.speculative:
-        return "speedup estimate: none (the profile has no proposer)"
-    return "speedup estimate: none (no memory budget could be estimated; see the findings)"
+def no_estimate_json(found: NoEstimate) -> dict[str, object]:
+    """The `speedup_estimate` block when nothing is estimated: no loads, no recommendation."""
+    return {
+        "label": None,
+        "recommended_num_speculative_tokens": None,
+        "reason": found.reason,
+        "acceptance": found.acceptance.as_json(3) if found.acceptance is not None else None,
+        "loads": [],
+        "disagreements": [],
+    }
 
 
 def speedup_table(estimate: SpeedupEstimate) -> str:
     """The estimate as text: speedup per draft length (columns) and load (rows)."""
     ks = [k for k, _ in estimate.loads[0].speedups]
-    lines = [
-        f"speedup estimate ({estimate.label})",
-        f"  acceptance rate {estimate.alpha:.2f}, draft/target cost ratio {estimate.cost_ratio:.3f}",
+    k = estimate.recommended_num_speculative_tokens
+    lines = [f"speedup estimate ({estimate.label})"]
+    if estimate.acceptance is not None:
+        curve = estimate.acceptance.curve
+        lines.append(f"  acceptance: {estimate.acceptance.label}")
+        lines.append(
+            f"    at k={k}: {curve.mean_length(k):.2f} tokens per step, per-position "
+            f"{describe_rates(curve.rates(k))}"
+        )
+        lines += [f"    source: {source}" for source in estimate.acceptance.sources]
+    lines += [
+        f"  draft/target cost ratio at concurrency 1: {estimate.cost_ratio:.3f}",
         "  concurrency " + "".join(f"  k={k:<4}" for k in ks) + "  best",
     ]
+    warned = {(d.concurrency, d.num_speculative_tokens) for d in estimate.disagreements}
     for load in estimate.loads:
-        cells = "".join(f"  {s:5.2f}x" for _, s in load.speedups)
+        cells = "".join(
+            f"  {s:5.2f}{'!' if (load.concurrency, k) in warned else 'x'}" for k, s in load.speedups
+        )
         lines.append(f"  {load.concurrency:>11} {cells}  k={load.best_k}")
-    lines.append(
-        f"  recommended num_speculative_tokens: {estimate.recommended_num_speculative_tokens}"
-    )
+    lines.append(f"  recommended num_speculative_tokens: {k}")
     lines.append(f"  ({estimate.reason})")
     if estimate.stops_paying_at is not None:
         lines.append(f"  estimated to stop paying at concurrency {estimate.stops_paying_at}")
+    first: dict[int, Disagreement] = {}
+    for d in estimate.disagreements:
+        first.setdefault(d.concurrency, d)
+    if first:
+        lines.append(
+            "  ! serving.high-concurrency warns at that load and draft length; why they differ:"
+        )
+    for d in first.values():
+        lines.append(f"    at concurrency {d.concurrency}, k>={d.num_speculative_tokens}: {d.why}")
+    lines += [f"  assumes {name}: {value}" for name, value in estimate.assumptions]
     return "\n".join(lines)
 
 

@@ -71,7 +71,44 @@ def test_speedup_estimate_is_labelled_and_recommends_k() -> None:
     block = json.loads(result.stdout)["speedup_estimate"]
     assert "estimate" in block["label"] and "not a measurement" in block["label"]
     assert 1 <= block["recommended_num_speculative_tokens"] <= 8
-    assert block["alpha"] == 0.6
+    # no single alpha for every method: a draft model gets the draft-model prior, with its source
+    acceptance = block["acceptance"]
+    assert acceptance["kind"] == "prior" and "draft" in acceptance["label"].lower()
+    assert acceptance["sources"] and all(s.startswith("https://") for s in acceptance["sources"])
+    text = run("plan", str(DRAFT_EXAMPLE), "--offline", "--speedup").stdout
+    assert "acceptance: prior" in text and "source: https://" in text
+
+
+def test_the_workload_selects_the_prior() -> None:
+    def length(workload: str) -> float:
+        result = run(
+            "plan",
+            str(DRAFT_EXAMPLE),
+            "--offline",
+            "--speedup",
+            "--workload",
+            workload,
+            "--format",
+            "json",
+        )
+        block = json.loads(result.stdout)["speedup_estimate"]
+        return float(block["acceptance"]["mean_acceptance_length"])
+
+    assert length("code") != length("chat")
+
+
+def test_no_recommendation_when_the_draft_cost_is_unknown(tmp_path: Path) -> None:
+    path = write_profile(
+        tmp_path,
+        target={"model": "Qwen/Qwen3-Next-80B-A3B-Instruct"},
+        proposer={"method": "mtp", "num_speculative_tokens": 2},
+        hardware={"gpu": "H100-80GB", "tensor_parallel_size": 4},
+    )
+    result = run("plan", str(path), "--offline", "--speedup", "--format", "json")
+    assert result.exit_code == 0, result.output
+    block = json.loads(result.stdout)["speedup_estimate"]
+    assert block["recommended_num_speculative_tokens"] is None and block["loads"] == []
+    assert "cost is unknown" in block["reason"]
 
 
 def test_higher_acceptance_recommends_a_longer_draft() -> None:
@@ -106,3 +143,21 @@ def test_speedup_for_a_baseline_says_there_is_none() -> None:
     )
     assert result.exit_code == 0
     assert "no proposer" in result.stdout
+
+
+def test_a_gain_where_high_concurrency_warns_is_explained(tmp_path: Path) -> None:
+    path = write_profile(
+        tmp_path,
+        target={"model": "meta-llama/Llama-3.1-8B-Instruct"},
+        proposer={
+            "method": "eagle3",
+            "model": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+            "num_speculative_tokens": 3,
+        },
+        serving={"max_model_len": 8192, "max_concurrency": 48},
+    )
+    result = run("plan", str(path), "--offline", "--speedup", "--context-tokens", "8192")
+    assert result.exit_code == 0, result.output
+    assert "serving.high-concurrency" in result.stdout  # the validate warning itself
+    assert "serving.high-concurrency warns at that load and draft length" in result.stdout
+    assert "memory-bound" in result.stdout or "compute-bound" in result.stdout

@@ -6,10 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from orchestrator.bench.acceptance import AcceptanceCurve
 from orchestrator.bench.estimate import (
     LABEL,
+    DraftCost,
+    Experts,
     Roofline,
     alpha_from_acceptance_length,
+    cost_ratio,
     cost_ratio_from_weights,
     estimate,
     expected_tokens_per_step,
@@ -96,26 +100,52 @@ class TestRoofline:
             estimate(1.5, 0.1, None)
 
 
-@dataclass(frozen=True)
-class FakeMemory:
-    target_weights_gib: float = 15.0
-    draft_weights_gib: float = 1.1
-    target_kv_bytes_per_token: int = 147456
-    max_concurrency: int = 40
-    requested_concurrency: int = 16
+def moe_roofline(batch_experts: Experts | None) -> Roofline:
+    # gpt-oss-120b-like on one H100: 61 GB of weights, 93 % in 128 experts, 4 routed per token.
+    return roofline_for(
+        FakeGpu(),
+        weight_bytes=61e9,
+        active_params=5.1e9,
+        kv_bytes_per_token=36864,
+        context_tokens=1024,
+        experts=batch_experts,
+    )
 
 
-def test_estimate_for_a_planned_deployment() -> None:
-    from orchestrator.bench.estimate import estimate_for_deployment
+class TestMoE:
+    def test_a_step_reads_only_the_experts_its_tokens_route_to(self) -> None:
+        experts = Experts(routed_bytes=57e9, total=128, per_token=4)
+        assert experts.hit_fraction(1) == pytest.approx(4 / 128)
+        assert experts.hit_fraction(4) > experts.hit_fraction(1) * 3.5
+        assert experts.hit_fraction(2000) == pytest.approx(1.0)
+        roof = moe_roofline(experts)
+        assert roof.weight_bytes_read(1) == pytest.approx(4e9 + 57e9 * 4 / 128)
 
-    result = estimate_for_deployment(FakeMemory(), FakeGpu(), 0.7)
-    assert result.cost_ratio == pytest.approx(1.1 / 15.0)
-    assert [load.concurrency for load in result.loads] == [1, 2, 4, 8, 16, 32]
-    assert "concurrency 16" in result.reason
-    document = result.as_json()
-    assert document["assumptions"]["context_tokens"] == 1024  # type: ignore[index]
-    ngram = estimate_for_deployment(FakeMemory(draft_weights_gib=0.0), FakeGpu(), 0.5)
-    assert ngram.cost_ratio == 0.0
+    def test_verification_costs_an_moe_target_more_at_low_batch(self) -> None:
+        # k + 1 verify tokens touch up to k + 1 times the experts of a plain step, where a dense
+        # model reads its weights once either way: the same acceptance gains less on MoE.
+        moe = moe_roofline(Experts(57e9, 128, 4))
+        dense = moe_roofline(None)
+        assert speedup(0.7, 3, 0.02, 1, moe) < speedup(0.7, 3, 0.02, 1, dense)
+        # Under load every expert is read anyway, so verification is cheap again.
+        assert speedup(0.7, 3, 0.02, 64, moe) > speedup(0.7, 3, 0.02, 1, moe)
+
+
+class TestAcceptanceCurves:
+    def test_per_position_rates_replace_one_alpha(self) -> None:
+        flat, decaying = AcceptanceCurve(0.8), AcceptanceCurve(0.8, 0.9)
+        assert flat.mean_length(4) == pytest.approx(expected_tokens_per_step(0.8, 4))
+        assert decaying.mean_length(4) < flat.mean_length(4)
+        # a decaying drafter stops paying for long drafts sooner
+        assert (
+            estimate(decaying, 0.05, None).recommended_num_speculative_tokens
+            < estimate(flat, 0.05, None).recommended_num_speculative_tokens
+        )
+
+    def test_a_draft_roofline_matches_the_weight_ratio_when_memory_bound(self) -> None:
+        roof = h100_8b()
+        draft = DraftCost(weight_bytes=1.6e9, kv_bytes_per_token=0.0, params=0.8e9)
+        assert cost_ratio(draft, roof) == pytest.approx(1.6e9 / (16e9 + 128 * 131072), rel=1e-6)
 
 
 def test_alpha_from_an_engine_acceptance_rate() -> None:
