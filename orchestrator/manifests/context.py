@@ -171,9 +171,21 @@ def profile_selector(profile: Profile) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": MANAGED_BY, PROFILE_LABEL: profile.metadata.name}
 
 
+#: Optional fields added to the schema after deployments were hashed: left out of the hash while
+#: unset, so a new field does not change the hash of every profile already deployed.
+LATER_OPTIONAL_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "deploy": ("baseline_traffic_percent", "gateway"),
+}
+
+
 def profile_hash(profile: Profile) -> str:
     """sha256 of the profile's canonical JSON: changes when any setting changes, not comments."""
-    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    dumped = profile.model_dump(mode="json")
+    for section, fields in LATER_OPTIONAL_FIELDS.items():
+        for name in fields:
+            if dumped[section].get(name) is None:
+                dumped[section].pop(name, None)
+    canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
