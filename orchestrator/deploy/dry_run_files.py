@@ -7,22 +7,28 @@ writes nothing. The output is deterministic (sorted keys, no timestamps).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.emitters.base import EMITTERS
+from orchestrator.emitters.base import emitter_for
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan.types import DeploymentPlan
 
 
-def render_files(plan: DeploymentPlan, *, platform: str = "kubernetes") -> dict[str, str]:
+def render_files(
+    plan: DeploymentPlan,
+    *,
+    platform: str = "kubernetes",
+    options: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Relative path -> content for everything `render` writes (DESIGN.md §4): the launches,
     then the platform's objects."""
     files = _launch_files(plan.launch, "")
     baseline = plan.baseline_launch
     if baseline is not None:
         files.update(_launch_files(baseline, "baseline/"))
-    files.update(EMITTERS[platform].files(plan))
+    files.update(emitter_for(platform, options).files(plan))
     return files
 
 

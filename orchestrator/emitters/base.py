@@ -32,6 +32,11 @@ class ResourceKind:
     workload: bool = False
     """Its readiness is what `status` reports (Deployments, LeaderWorkerSets, custom resources
     with a Ready condition)."""
+    ready_condition: str | None = None
+    """For a custom resource: the status condition type that says it serves (e.g. "Ready");
+    None for kinds whose readiness is readyReplicas."""
+    ready_means: str = ""
+    """What that condition covers on this platform, shown by `status` while it is not True."""
 
 
 class ManifestError(ValueError):
@@ -96,6 +101,10 @@ class Emitter(Protocol):
         """What `render --out DIR` writes for this platform: relative path -> content."""
         ...
 
+    def configured(self, options: Mapping[str, str]) -> Emitter:
+        """This platform with `--platform-option KEY=VALUE` settings applied."""
+        ...
+
 
 def sort_for_apply(manifests: list[Manifest], kinds: tuple[ResourceKind, ...]) -> list[Manifest]:
     """Stable sort by the emitter's kind order, so referenced objects exist before what
@@ -115,15 +124,39 @@ def manifest_files(manifests: list[Manifest]) -> dict[str, str]:
 def canonical_yaml(body: dict[str, Any]) -> str:
     """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly), in
     UTF-8 (escaped, a character outside the Basic Multilingual Plane would be a surrogate pair)."""
-    return yaml.safe_dump(
-        body, sort_keys=True, default_flow_style=False, width=1_000_000, allow_unicode=True
+    return yaml.dump(
+        body,
+        Dumper=_NoAliasDumper,
+        sort_keys=True,
+        default_flow_style=False,
+        width=1_000_000,
+        allow_unicode=True,
     )
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value that appears twice in full both times (no `&id001` anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 #: Platform name -> (module, class); a module is imported on first use.
 EMITTER_CLASSES: Final[Mapping[str, tuple[str, str]]] = {
     "kubernetes": ("orchestrator.emitters.kubernetes", "KubernetesEmitter"),
+    "kserve": ("orchestrator.emitters.kserve", "KserveEmitter"),
+    "kserve-runtime": ("orchestrator.emitters.kserve_runtime", "KserveRuntimeEmitter"),
+    "llm-d": ("orchestrator.emitters.llmd", "LlmdEmitter"),
+    "kaito": ("orchestrator.emitters.kaito", "KaitoEmitter"),
+    "production-stack": ("orchestrator.emitters.production_stack", "ProductionStackEmitter"),
+    "dynamo": ("orchestrator.emitters.dynamo", "DynamoEmitter"),
 }
 
 
 EMITTERS: Final[Mapping[str, Emitter]] = LazyRegistry("platform", EMITTER_CLASSES)
+
+
+def emitter_for(platform: str, options: Mapping[str, str] | None = None) -> Emitter:
+    """The emitter of a platform, with `--platform-option` settings when there are any."""
+    emitter = EMITTERS[platform]
+    return emitter.configured(options) if options else emitter
