@@ -575,7 +575,8 @@ def _timed_out(exc: Exception) -> bool:
             return False
         if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
             return True
-        seen = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        reason = getattr(seen, "reason", None)  # urllib3 wraps; an ApiException's is a str
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
     return False
 
 
