@@ -22,7 +22,7 @@ import yaml
 from orchestrator.emitters.base import Manifest, ResourceKind
 from orchestrator.emitters.platform import PlatformEmitter, Twin, drop_options, twins
 from orchestrator.manifests.commands import container_command, topology
-from orchestrator.manifests.context import HF_TOKEN_KEY
+from orchestrator.manifests.context import HF_TOKEN_KEY, VARIANT_LABEL
 
 if TYPE_CHECKING:
     from orchestrator.plan.types import DeploymentPlan
@@ -115,16 +115,17 @@ def values(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
                 ]
             }
         ]
-    if pod.tolerations:
-        spec["tolerations"] = [dict(t) for t in pod.tolerations]
     env = [dict(e) for e in pod.env if e["name"] != HF_TOKEN_KEY]
     if env:
         spec["env"] = env
-    return {
-        "servingEngineSpec": {
-            "enableEngine": True,
-            "containerPort": launch.port,
-            "modelSpec": [spec],
-        },
-        "routerSpec": {"enableRouter": True},
+    engine: dict[str, Any] = {
+        "enableEngine": True,
+        "containerPort": launch.port,
+        # Labels on the engine Deployment, its selector and pods (the chart's engineLabels):
+        # what `status` and `delete` select this profile's objects by.
+        "labels": dict(twin.ctx.selector) | {VARIANT_LABEL: twin.ctx.variant},
+        "modelSpec": [spec],
     }
+    if pod.tolerations:  # one model per release, so the release-wide tolerations are its own
+        engine["tolerations"] = [dict(t) for t in pod.tolerations]
+    return {"servingEngineSpec": engine, "routerSpec": {"enableRouter": True}}
