@@ -164,3 +164,43 @@ def _refused(platform: str, plan: Any) -> bool:
     except IncompatibleError:
         return True
     return False
+
+
+class TestRenderCommand:
+    def test_render_platform_writes_the_platform_objects(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        out = tmp_path / "out"
+        profile = REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml"
+        done = CliRunner().invoke(
+            cli, ["render", str(profile), "--out", str(out), "--offline", "--platform", "kserve"]
+        )
+        assert done.exit_code == 0, done.output
+        assert (out / "k8s" / "llminferenceservice-qwen3-8b-ngram.yaml").exists()
+        assert (out / "launch.json").exists()
+
+    def test_a_platform_that_cannot_run_the_engine_writes_nothing(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        out = tmp_path / "out"
+        profile = REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml"
+        args = ["render", str(profile), "--out", str(out), "--offline", "--platform", "kaito"]
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 4, done.output
+        assert "fix:" in done.output and "Traceback" not in done.output
+        assert not out.exists()
+
+    def test_a_bad_platform_option_is_exit_2(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        profile = REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml"
+        args = ["render", str(profile), "--out", str(tmp_path), "--offline"]
+        args += ["--platform", "kserve", "--platform-option", "api=v1"]
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 2, done.output

@@ -55,7 +55,7 @@ def test_the_engine_runs_exactly_the_launch(profile: Path, tmp_path: Path) -> No
             ).argv
         )
         command = engine_command(helm_template(files[path], tmp_path))
-        assert command == launch[:7] + ["--enable-prefix-caching"] + launch[7:]
+        assert command == [*launch[:7], "--enable-prefix-caching", *launch[7:]]
 
 
 def test_helm_quote_keeps_awkward_tokens(tmp_path: Path) -> None:
