@@ -8,10 +8,15 @@ from typing import Any, TypeVar
 
 import click
 
-from orchestrator.cli.options import ignore_option, offline_option, profile_argument
+from orchestrator.cli.options import (
+    ignore_option,
+    offline_option,
+    platform_options,
+    profile_argument,
+)
 from orchestrator.deploy.kubernetes_cluster import REQUEST_TIMEOUT_S, KubernetesCluster
 from orchestrator.deploy.targets import ClusterTarget
-from orchestrator.emitters.base import EMITTERS
+from orchestrator.emitters.base import emitter_for
 from orchestrator.output import text_report
 from orchestrator.plan.build import load_and_plan
 from orchestrator.plan.types import DeploymentPlan
@@ -21,6 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def cluster_options(fn: F) -> F:
+    fn = platform_options(fn)
     fn = click.option("--context", help="Kube context (default: the current one).")(fn)
     fn = click.option(
         "--request-timeout",
@@ -49,6 +55,8 @@ def cluster_options(fn: F) -> F:
 @ignore_option
 def apply(
     profile: Path,
+    platform: str,
+    platform_option: dict[str, str],
     context: str | None,
     namespace: str | None,
     request_timeout: float,
@@ -69,7 +77,7 @@ def apply(
         click.echo(text_report(plan), err=True)
         click.get_current_context().exit(plan.exit_code())
         return
-    emitter = EMITTERS["kubernetes"]
+    emitter = emitter_for(platform, platform_option)
     cluster = KubernetesCluster(
         context=context, namespace=namespace, kinds=emitter.kinds, request_timeout=request_timeout
     )
@@ -88,12 +96,21 @@ def apply(
 @click.argument("profile", type=profile_argument)
 @cluster_options
 def status(
-    profile: Path, context: str | None, namespace: str | None, request_timeout: float
+    profile: Path,
+    platform: str,
+    platform_option: dict[str, str],
+    context: str | None,
+    namespace: str | None,
+    request_timeout: float,
 ) -> None:
-    """Rollout state, and why pods are not ready (scheduling, image pull, OOM, crash logs)."""
+    """Rollout state, and why pods are not ready (scheduling, image pull, OOM, crash logs);
+    for a platform's custom resources, its Ready condition and what it covers."""
     loaded = load_profile(profile)
     cluster = KubernetesCluster(
-        context=context, namespace=namespace, request_timeout=request_timeout
+        context=context,
+        namespace=namespace,
+        kinds=emitter_for(platform, platform_option).kinds,
+        request_timeout=request_timeout,
     )
     report = cluster.status(loaded, namespace)
     for line in report.lines():
@@ -104,12 +121,20 @@ def status(
 @click.argument("profile", type=profile_argument)
 @cluster_options
 def delete(
-    profile: Path, context: str | None, namespace: str | None, request_timeout: float
+    profile: Path,
+    platform: str,
+    platform_option: dict[str, str],
+    context: str | None,
+    namespace: str | None,
+    request_timeout: float,
 ) -> None:
     """Delete the objects labelled for this profile (nothing else)."""
     loaded = load_profile(profile)
     cluster = KubernetesCluster(
-        context=context, namespace=namespace, request_timeout=request_timeout
+        context=context,
+        namespace=namespace,
+        kinds=emitter_for(platform, platform_option).kinds,
+        request_timeout=request_timeout,
     )
     deleted = cluster.delete(loaded, namespace)
     for kind, name in deleted:

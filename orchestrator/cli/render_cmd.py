@@ -11,6 +11,7 @@ from orchestrator.cli.options import (
     format_option,
     ignore_option,
     offline_option,
+    platform_options,
     profile_argument,
     strict_option,
 )
@@ -37,6 +38,7 @@ from orchestrator.plan.types import DeploymentPlan, PlanResult
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write values for the Helm chart in charts/specdeploy.",
 )
+@platform_options
 @format_option
 @strict_option
 @offline_option
@@ -45,6 +47,8 @@ def render(
     profile: Path,
     out_dir: Path,
     helm_values_file: Path | None,
+    platform: str,
+    platform_option: dict[str, str],
     output: str,
     strict: bool,
     offline: bool,
@@ -59,7 +63,7 @@ def render(
     code = plan.exit_code(strict=strict)
     written: list[Path] = []
     if code == 0 and isinstance(plan, DeploymentPlan):
-        files = render_files(plan)
+        files = render_files(plan, platform=platform, options=platform_option)
         written = write_files(files, out_dir)
         if helm_values_file is not None:
             written.append(write_file(helm_values_file, helm_values_yaml(plan)))

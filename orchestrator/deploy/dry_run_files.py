@@ -19,10 +19,11 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from orchestrator.emitters.base import EMITTERS
+from orchestrator.emitters.base import emitter_for
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import OutputError
 from orchestrator.plan.types import DeploymentPlan
@@ -36,14 +37,19 @@ _MARKER_TEXT: Final = (
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def render_files(plan: DeploymentPlan, *, platform: str = "kubernetes") -> dict[str, str]:
+def render_files(
+    plan: DeploymentPlan,
+    *,
+    platform: str = "kubernetes",
+    options: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Relative path -> content for everything `render` writes (DESIGN.md §4): the launches,
     then the platform's objects."""
     files = _launch_files(plan.launch, "")
     baseline = plan.baseline_launch
     if baseline is not None:
         files.update(_launch_files(baseline, "baseline/"))
-    files.update(EMITTERS[platform].files(plan))
+    files.update(emitter_for(platform, options).files(plan))
     return files
 
 

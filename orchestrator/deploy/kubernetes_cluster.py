@@ -73,15 +73,39 @@ class PodStatus:
 
 
 @dataclass(frozen=True)
+class ReadyCondition:
+    """A custom resource's readiness as its platform reports it (a status condition)."""
+
+    type: str
+    status: str
+    """"True", "False", or "Unknown" (also when the controller has not reported it yet)."""
+    reason: str = ""
+    message: str = ""
+    means: str = ""
+    """What the condition covers on this platform."""
+
+
+@dataclass(frozen=True)
 class WorkloadStatus:
     kind: str
     name: str
     replicas: int
     ready_replicas: int
+    condition: ReadyCondition | None = None
+    """Set for custom resources, whose controller reports readiness as a condition."""
 
     @property
     def ready(self) -> bool:
+        if self.condition is not None:
+            return self.condition.status == "True"
         return self.ready_replicas >= self.replicas
+
+    def line(self) -> str:
+        if self.condition is None:
+            return f"{self.kind}/{self.name}: {self.ready_replicas}/{self.replicas} ready"
+        c = self.condition
+        detail = ": ".join(part for part in (c.reason, c.message) if part)
+        return f"{self.kind}/{self.name}: {c.type}={c.status}" + (f" ({detail})" if detail else "")
 
 
 @dataclass(frozen=True)
@@ -98,7 +122,11 @@ class StatusReport:
 
     def lines(self) -> list[str]:
         """Human-readable report, one line per workload and pod, causes indented below."""
-        out = [f"{w.kind}/{w.name}: {w.ready_replicas}/{w.replicas} ready" for w in self.workloads]
+        out = []
+        for w in self.workloads:
+            out.append(w.line())
+            if w.condition is not None and not w.ready and w.condition.means:
+                out.append(f"  {w.condition.type} means: {w.condition.means}")
         if not self.workloads:
             out.append(f"no workloads of this profile in namespace {self.namespace}")
         for pod in self.pods:
@@ -209,7 +237,7 @@ class KubernetesCluster:
         workloads = []
         for kind in (k for k in self.kinds if k.workload):
             for item in self._list(kind.api_version, kind.kind, namespace, selector, optional=True):
-                workloads.append(_workload_status(kind.kind, item))
+                workloads.append(_workload_status(kind, item))
         pods = [
             self._pod_status(pod, namespace) for pod in self._list("v1", "Pod", namespace, selector)
         ]
@@ -229,7 +257,7 @@ class KubernetesCluster:
         last = ""
         while True:
             report = self.status(profile, namespace)
-            progress = "; ".join(report.lines()[: len(report.workloads) or 1])
+            progress = "; ".join(w.line() for w in report.workloads) or report.lines()[0]
             if progress != last:
                 echo(f"waiting: {progress}")
                 last = progress
@@ -322,11 +350,13 @@ class KubernetesCluster:
             raise DeployError(
                 f"the cluster at {self.server} has no {kind} API ({api_version})",
                 why=f"{kind} is a custom resource that must be installed before it is applied"
-                if kind == "LeaderWorkerSet"
+                if "." in api_version.split("/")[0]
                 else f"the API server does not serve {api_version}",
-                fix="install LeaderWorkerSet (kubernetes-sigs/lws), or fit TP x PP on one node "
-                "(hardware.gpus_per_node) to get a Deployment"
-                if kind == "LeaderWorkerSet"
+                fix=_MISSING_API_FIX.get(
+                    kind,
+                    "install the platform that defines it (its CRDs), or render another --platform",
+                )
+                if "." in api_version.split("/")[0]
                 else "check the cluster version and the kube context",
             ) from exc.__cause__
 
@@ -414,6 +444,19 @@ def scheduling_causes(pod: dict[str, Any], events: list[dict[str, Any]]) -> list
     fix = "check node selectors, taints and free resources (kubectl describe nodes)"
     return [Cause("Unschedulable", message, fix)]
 
+
+#: How to get a missing custom resource API, per kind.
+_MISSING_API_FIX: Final[dict[str, str]] = {
+    "LeaderWorkerSet": "install LeaderWorkerSet (kubernetes-sigs/lws), or fit TP x PP on one node "
+    "(hardware.gpus_per_node) to get a Deployment",
+    "LLMInferenceService": "install KServe (v0.20 or later) with its LLMInferenceService CRDs",
+    "InferenceService": "install KServe and its kserve-vllmserver ClusterServingRuntime",
+    "Workspace": "install the Kaito workspace controller (kaito.sh CRDs)",
+    "DynamoGraphDeployment": "install the Dynamo platform (its operator and nvidia.com CRDs)",
+    "InferencePool": "install the Gateway API Inference Extension CRDs",
+    "HTTPRoute": "install the Gateway API CRDs (standard channel), or remove "
+    "deploy.baseline_traffic_percent",
+}
 
 #: Container states that explain a pod that is not ready, with the profile edit that fixes them.
 _WAITING_FIXES: Final[dict[str, str]] = {
@@ -532,7 +575,8 @@ def _timed_out(exc: Exception) -> bool:
             return False
         if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
             return True
-        seen = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        reason = getattr(seen, "reason", None)  # urllib3 wraps; an ApiException's is a str
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
     return False
 
 
@@ -596,12 +640,25 @@ def _selector(profile: Profile) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(profile_selector(profile).items()))
 
 
-def _workload_status(kind: str, item: dict[str, Any]) -> WorkloadStatus:
+def _workload_status(kind: ResourceKind, item: dict[str, Any]) -> WorkloadStatus:
     spec, status = item.get("spec") or {}, item.get("status") or {}
-    replicas = int(spec.get("replicas", 1))
-    return WorkloadStatus(
-        kind, item["metadata"]["name"], replicas, int(status.get("readyReplicas") or 0)
+    replicas = int(spec.get("replicas", 1) or 0)
+    ready = int(status.get("readyReplicas") or 0)
+    name = item["metadata"]["name"]
+    if kind.ready_condition is None:
+        return WorkloadStatus(kind.kind, name, replicas, ready)
+    found = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == kind.ready_condition),
+        None,
     )
+    condition = ReadyCondition(
+        kind.ready_condition,
+        str((found or {}).get("status", "Unknown")),
+        str((found or {}).get("reason", "" if found else "not reported by its controller yet")),
+        str((found or {}).get("message", "")),
+        kind.ready_means,
+    )
+    return WorkloadStatus(kind.kind, name, replicas, ready, condition)
 
 
 def kubeconfig_path() -> str:

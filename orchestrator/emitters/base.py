@@ -33,6 +33,11 @@ class ResourceKind:
     workload: bool = False
     """Its readiness is what `status` reports (Deployments, LeaderWorkerSets, custom resources
     with a Ready condition)."""
+    ready_condition: str | None = None
+    """For a custom resource: the status condition type that says it serves (e.g. "Ready");
+    None for kinds whose readiness is readyReplicas."""
+    ready_means: str = ""
+    """What that condition covers on this platform, shown by `status` while it is not True."""
 
 
 class ManifestError(ValueError):
@@ -97,6 +102,10 @@ class Emitter(Protocol):
         """What `render --out DIR` writes for this platform: relative path -> content."""
         ...
 
+    def configured(self, options: Mapping[str, str]) -> Emitter:
+        """This platform with `--platform-option KEY=VALUE` settings applied."""
+        ...
+
 
 def sort_for_apply(manifests: list[Manifest], kinds: tuple[ResourceKind, ...]) -> list[Manifest]:
     """Stable sort by the emitter's kind order, so referenced objects exist before what
@@ -115,9 +124,10 @@ def manifest_files(manifests: list[Manifest]) -> dict[str, str]:
 
 def canonical_yaml(body: dict[str, Any]) -> str:
     """The one on-disk form of an object: block YAML with sorted keys (golden-file friendly), in
-    UTF-8. PyYAML writes a NEL (U+0085) raw into a quoted scalar when it may use Unicode, and
-    reading that back folds it into a space; an object that does not read back as itself is
-    written with every non-ASCII character escaped instead (\\U escapes, never surrogates)."""
+    UTF-8, without YAML anchors. PyYAML writes a NEL (U+0085) raw into a quoted scalar when it
+    may use Unicode, and reading that back folds it into a space; an object that does not read
+    back as itself is written with every non-ASCII character escaped instead (\\U escapes,
+    never surrogates)."""
     text = _dump(body, unicode=True)
     if yaml.load(text, Loader=SAFE_LOADER) == body:
         return text
@@ -125,15 +135,39 @@ def canonical_yaml(body: dict[str, Any]) -> str:
 
 
 def _dump(body: dict[str, Any], *, unicode: bool) -> str:
-    return yaml.safe_dump(
-        body, sort_keys=True, default_flow_style=False, width=1_000_000, allow_unicode=unicode
+    return yaml.dump(
+        body,
+        Dumper=_NoAliasDumper,
+        sort_keys=True,
+        default_flow_style=False,
+        width=1_000_000,
+        allow_unicode=unicode,
     )
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value that appears twice in full both times (no `&id001` anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 #: Platform name -> (module, class); a module is imported on first use.
 EMITTER_CLASSES: Final[Mapping[str, tuple[str, str]]] = {
     "kubernetes": ("orchestrator.emitters.kubernetes", "KubernetesEmitter"),
+    "kserve": ("orchestrator.emitters.kserve", "KserveEmitter"),
+    "kserve-runtime": ("orchestrator.emitters.kserve_runtime", "KserveRuntimeEmitter"),
+    "llm-d": ("orchestrator.emitters.llmd", "LlmdEmitter"),
+    "kaito": ("orchestrator.emitters.kaito", "KaitoEmitter"),
+    "production-stack": ("orchestrator.emitters.production_stack", "ProductionStackEmitter"),
+    "dynamo": ("orchestrator.emitters.dynamo", "DynamoEmitter"),
 }
 
 
 EMITTERS: Final[Mapping[str, Emitter]] = LazyRegistry("platform", EMITTER_CLASSES)
+
+
+def emitter_for(platform: str, options: Mapping[str, str] | None = None) -> Emitter:
+    """The emitter of a platform, with `--platform-option` settings when there are any."""
+    emitter = EMITTERS[platform]
+    return emitter.configured(options) if options else emitter

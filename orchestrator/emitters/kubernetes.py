@@ -2,9 +2,10 @@
 
 Each variant (the speculative deployment and its baseline twin) becomes one workload (a
 Deployment, or a LeaderWorkerSet when TP x PP exceeds gpus_per_node), one Service and, when the
-engine has config files, one ConfigMap; an optional PVC holds the shared model cache. The values
-are the plan's `ManifestSet` (decided when the profile was planned); the Helm chart in
-charts/specdeploy renders the same objects from the same values.
+engine has config files, one ConfigMap; an optional PVC holds the shared model cache. With
+deploy.baseline_traffic_percent, a Gateway API HTTPRoute splits traffic between the twins'
+Services. The values are the plan's `ManifestSet` (decided when the profile was planned); the Helm
+chart in charts/specdeploy renders the same objects from the same values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from orchestrator.emitters.base import (
     ResourceKind,
     sort_for_apply,
 )
-from orchestrator.emitters.base import manifest_files as files_of
+from orchestrator.emitters.platform import PlatformEmitter, twins
+from orchestrator.emitters.traffic import HTTP_ROUTE, Backend, split_route
 from orchestrator.manifests.rendering import render_template
 
 if TYPE_CHECKING:
@@ -30,8 +32,9 @@ WORKLOAD_TEMPLATE: Final[dict[str, str]] = {
 }
 
 
-class KubernetesEmitter:
-    """Deployments (or LeaderWorkerSets), Services, ConfigMaps and the model-cache PVC."""
+class KubernetesEmitter(PlatformEmitter):
+    """Deployments (or LeaderWorkerSets), Services, ConfigMaps, the model-cache PVC and the A/B
+    HTTPRoute."""
 
     name: ClassVar[str] = "kubernetes"
     kinds: ClassVar[tuple[ResourceKind, ...]] = (
@@ -40,13 +43,17 @@ class KubernetesEmitter:
         ResourceKind("v1", "Service"),
         ResourceKind("apps/v1", "Deployment", workload=True),
         ResourceKind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", workload=True),
+        HTTP_ROUTE,
     )
+    splits_traffic: ClassVar[bool] = True
 
-    def emit(self, plan: DeploymentPlan) -> list[Manifest]:
-        return render_manifests(plan.manifests)
-
-    def files(self, plan: DeploymentPlan) -> dict[str, str]:
-        return files_of(self.emit(plan))
+    def build(self, plan: DeploymentPlan) -> list[Manifest]:
+        rendered = render_manifests(plan.manifests)
+        backends = [
+            Backend(t, str(t.ctx.service.metadata["name"]), t.ctx.service.port) for t in twins(plan)
+        ]
+        route = split_route(plan, backends)
+        return rendered if route is None else [*rendered, route]
 
 
 def render_manifests(manifests: ManifestSet) -> list[Manifest]:

@@ -62,6 +62,8 @@ Flag = Annotated[bool, Strict()]
 #: "<name>-baseline-config" ConfigMap); Service and ConfigMap names have at most 63 characters.
 LONGEST_NAME_SUFFIX = len("-baseline-leader")
 MAX_NAME_LENGTH = 63 - LONGEST_NAME_SUFFIX
+#: `name` or `namespace/name` of a Gateway (DNS-1123 label namespace, DNS-1123 subdomain name).
+_GATEWAY_REF = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 #: pydantic error type of a cross-field check pinned to one field (see `field_error`).
 FIELD_ERROR = "profile_field"
 
@@ -347,6 +349,25 @@ class DeploySpec(StrictModel):
     """Name of a Kubernetes Secret with key HF_TOKEN; never the token itself."""
     model_cache: ModelCacheSpec | None = None
     """A PersistentVolumeClaim for the model cache; an emptyDir when omitted."""
+    baseline_traffic_percent: int | None = Field(default=None, ge=0, le=100)
+    """Share of requests (percent) the baseline twin receives in an A/B traffic split with the
+    speculative deployment; the rest goes to the speculative one. Rendered where the platform
+    splits traffic (`render --platform`: an HTTPRoute with weighted backendRefs, KServe route
+    weights). Needs baseline: true; omitted, no split is rendered and each twin has its own
+    endpoint."""
+    gateway: str | None = Field(default=None, pattern=_GATEWAY_REF)
+    """Gateway API Gateway (`name`, or `namespace/name`) that the A/B route attaches to; omitted,
+    an HTTPRoute has no parent (add one to carry traffic) and KServe uses its default Gateway."""
+
+    @model_validator(mode="after")
+    def _split_needs_twin(self) -> DeploySpec:
+        if self.baseline_traffic_percent is not None and not self.baseline:
+            raise field_error(
+                "baseline_traffic_percent",
+                "a traffic split needs the baseline twin; set deploy.baseline: true or remove "
+                "deploy.baseline_traffic_percent",
+            )
+        return self
 
     @field_validator("hf_token_secret")
     @classmethod
@@ -447,6 +468,12 @@ class Profile(StrictModel):
                 )
         if self.hardware.device == "gpu" and self.hardware.gpu is None:
             raise field_error("hardware.gpu", "required on device: gpu (see `specdeploy gpus`)")
+        if self.deploy.baseline_traffic_percent is not None and not self.speculative:
+            raise field_error(
+                "deploy.baseline_traffic_percent",
+                "a traffic split needs a speculative deployment to split against; set a "
+                "proposer or remove deploy.baseline_traffic_percent",
+            )
         return self
 
     @property

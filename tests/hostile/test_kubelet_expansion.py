@@ -69,8 +69,11 @@ def received(tmp_path: Path, extra: list[str], **sections: Any) -> tuple[list[st
     return command, list(plan.launch_for(container=True).argv)
 
 
-#: Arguments that are not flags (a leading '-' would be checked as a flag by other rules).
-ARGUMENT = st.text(min_size=1, max_size=12).filter(lambda s: not s.startswith("-"))
+#: Arguments that are not flags (a leading '-' would be checked as a flag by other rules), without
+#: NUL (no command-line argument can hold one; the profile schema refuses it).
+ARGUMENT = st.text(
+    alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=12
+).filter(lambda s: not s.startswith("-"))
 
 
 @settings(

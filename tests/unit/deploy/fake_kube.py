@@ -32,6 +32,14 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("api/v1", "events"): ("Event", True),
     ("apis/apps/v1", "deployments"): ("Deployment", True),
     ("apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"): ("LeaderWorkerSet", True),
+    # The platforms' custom resources (render/apply --platform), as their CRDs define them.
+    ("apis/serving.kserve.io/v1alpha2", "llminferenceservices"): ("LLMInferenceService", True),
+    ("apis/serving.kserve.io/v1alpha1", "llminferenceservices"): ("LLMInferenceService", True),
+    ("apis/serving.kserve.io/v1beta1", "inferenceservices"): ("InferenceService", True),
+    ("apis/kaito.sh/v1beta1", "workspaces"): ("Workspace", True),
+    ("apis/nvidia.com/v1beta1", "dynamographdeployments"): ("DynamoGraphDeployment", True),
+    ("apis/inference.networking.k8s.io/v1", "inferencepools"): ("InferencePool", True),
+    ("apis/gateway.networking.k8s.io/v1", "httproutes"): ("HTTPRoute", True),
 }
 _PATH = re.compile(
     r"^/(?P<gv>api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
@@ -44,6 +52,8 @@ class FakeKube:
     """In-memory objects keyed by (group/version, plural, namespace, name)."""
 
     lws_installed: bool = True
+    missing_groups: set[str] = field(default_factory=set)
+    """API groups (e.g. "kaito.sh") whose CRDs are not installed: absent from discovery."""
     objects: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
@@ -164,20 +174,33 @@ class FakeKube:
         if path == "/api":
             return {"kind": "APIVersions", "versions": ["v1"]}
         if path == "/apis":
-            groups = ["apps/v1"] + (["leaderworkerset.x-k8s.io/v1"] if self.lws_installed else [])
+            groups = sorted({gv.removeprefix("apis/") for gv, _ in RESOURCES if gv != "api/v1"})
+            if not self.lws_installed:
+                groups.remove("leaderworkerset.x-k8s.io/v1")
+            groups = [gv for gv in groups if gv.split("/")[0] not in self.missing_groups]
             return {
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
                 "groups": [
                     {
-                        "name": gv.split("/")[0],
-                        "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
-                        "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]},
+                        "name": name,
+                        "versions": [
+                            {"groupVersion": gv, "version": gv.split("/")[1]}
+                            for gv in groups
+                            if gv.split("/")[0] == name
+                        ],
+                        "preferredVersion": next(
+                            {"groupVersion": gv, "version": gv.split("/")[1]}
+                            for gv in groups
+                            if gv.split("/")[0] == name
+                        ),
                     }
-                    for gv in groups
+                    for name in sorted({gv.split("/")[0] for gv in groups})
                 ],
             }
         gv = path.strip("/")
+        if gv.removeprefix("apis/").split("/")[0] in self.missing_groups:
+            return None
         if any(g == gv for g, _ in RESOURCES):
             if gv.startswith("apis/leaderworkerset") and not self.lws_installed:
                 return None

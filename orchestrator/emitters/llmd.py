@@ -1,0 +1,289 @@
+"""The `llm-d` platform: a Kustomize overlay in the shape of llm-d's model-server recipes, with an
+InferencePool per twin and, for an A/B, an HTTPRoute with weighted backendRefs to the pools.
+
+llm-d (v0.7 on) ships model servers as Kustomize recipes instead of the modelservice Helm chart:
+a base workload named `decode` labelled `llm-d.ai/role: decode` (a Deployment on one host, a
+LeaderWorkerSet across hosts: guides/recipes/modelserver/base/{single,multi}-host/default) whose
+`modelserver` container carries the `REPLACE_MODEL_SERVER_IMAGE` placeholder, and overlays that
+patch in the engine. `render --platform llm-d` writes that layout under llm-d/: base/ (the recipe
+workload), one overlay per twin (namePrefix `<twin>-`, a strategic-merge patch with the exact
+launch, GPUs, node placement and HF token), and a top-level kustomization adding the
+InferencePools (inference.networking.k8s.io/v1) and the split route. `kubectl kustomize llm-d/`
+yields exactly the objects `apply --platform llm-d` applies (tests/unit/emitters/test_llmd.py
+runs the real kubectl to show it). Each pool names an endpoint picker Service `<twin>-epp`
+(port 9002, the Gateway API Inference Extension's default), installed with llm-d's
+inferencepool chart.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import yaml
+
+from orchestrator.emitters.base import Manifest, ResourceKind, canonical_yaml
+from orchestrator.emitters.platform import (
+    INFERENCE_API_GROUP,
+    PlatformEmitter,
+    Twin,
+    container,
+    probe,
+    twins,
+)
+from orchestrator.emitters.traffic import HTTP_ROUTE, Backend, split_route
+from orchestrator.manifests.context import profile_selector
+
+if TYPE_CHECKING:
+    from orchestrator.plan.types import DeploymentPlan
+
+ROLE_LABEL: Final = {"llm-d.ai/role": "decode"}
+MODEL_LABEL: Final = "llm-d.ai/model"
+#: The image placeholder of llm-d's recipe bases, replaced by the patch.
+IMAGE_PLACEHOLDER: Final = "REPLACE_MODEL_SERVER_IMAGE"
+#: The endpoint picker's gRPC port in the Gateway API Inference Extension (config/manifests).
+EPP_PORT: Final = 9002
+SOURCE: Final = "orchestrator/emitters/llmd.py"
+
+
+class LlmdEmitter(PlatformEmitter):
+    """llm-d model servers (Kustomize), InferencePools and the weighted HTTPRoute."""
+
+    name: ClassVar[str] = "llm-d"
+    kinds: ClassVar[tuple[ResourceKind, ...]] = (
+        ResourceKind("v1", "ConfigMap"),
+        ResourceKind("apps/v1", "Deployment", workload=True),
+        ResourceKind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", workload=True),
+        ResourceKind(
+            f"{INFERENCE_API_GROUP}/v1",
+            "InferencePool",
+            ready_condition="Accepted",
+            ready_means="a Gateway accepted the pool (status.parents[].conditions)",
+        ),
+        HTTP_ROUTE,
+    )
+    engines = frozenset({"vllm"})
+    engine_gap = "llm-d's model-server recipes run vLLM (its images and routing sidecar)"
+    splits_traffic: ClassVar[bool] = True
+
+    def build(self, plan: DeploymentPlan) -> list[Manifest]:
+        out: list[Manifest] = []
+        for twin in twins(plan):
+            base = _base(twin)
+            workload = merge(base, _patch(twin))
+            workload["metadata"]["name"] = _prefix(twin) + workload["metadata"]["name"]
+            if "namespace" in twin.ctx.metadata:
+                workload["metadata"]["namespace"] = twin.ctx.metadata["namespace"]
+            out.append(Manifest.parse(workload, source=SOURCE))
+            if twin.ctx.config_map is not None:
+                config = twin.ctx.config_map.model_dump(mode="json", by_alias=True)
+                body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
+                out.append(Manifest.parse(body, source=SOURCE))
+            out.append(Manifest.parse(_pool(plan, twin), source=SOURCE))
+        route = self._route(plan)
+        return out if route is None else [*out, route]
+
+    def files(self, plan: DeploymentPlan) -> dict[str, str]:
+        self.check(plan)
+        tw = twins(plan)
+        files: dict[str, str] = {}
+        resources: list[str] = []
+        for twin in tw:
+            variant = twin.ctx.variant
+            resources.append(variant)
+            files[f"llm-d/{variant}/kustomization.yaml"] = _dump(_overlay(twin))
+            files[f"llm-d/{variant}/patch-engine.yaml"] = canonical_yaml(_patch(twin))
+            files[f"llm-d/{variant}/base/kustomization.yaml"] = _dump(_base_kustomization())
+            files[f"llm-d/{variant}/base/decode.yaml"] = canonical_yaml(_base(twin))
+            files[f"llm-d/inferencepool-{twin.name}.yaml"] = canonical_yaml(_pool(plan, twin))
+            resources.append(f"inferencepool-{twin.name}.yaml")
+            if twin.ctx.config_map is not None:
+                config = twin.ctx.config_map.model_dump(mode="json", by_alias=True)
+                body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
+                files[f"llm-d/configmap-{twin.name}.yaml"] = canonical_yaml(body)
+                resources.append(f"configmap-{twin.name}.yaml")
+        route = self._route(plan)
+        if route is not None:
+            files["llm-d/httproute.yaml"] = canonical_yaml(route.body)
+            resources.append("httproute.yaml")
+        top = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+        files["llm-d/kustomization.yaml"] = _dump({**top, "resources": resources})
+        return files
+
+    def _route(self, plan: DeploymentPlan) -> Manifest | None:
+        backends = [
+            Backend(t, t.name, None, group=INFERENCE_API_GROUP, kind="InferencePool")
+            for t in twins(plan)
+        ]
+        return split_route(plan, backends)
+
+
+def _prefix(twin: Twin) -> str:
+    return f"{twin.name}-"
+
+
+def _base(twin: Twin) -> dict[str, Any]:
+    """The recipe's base workload: `decode`, role label, the image placeholder."""
+    port = {"name": "modelserver", "containerPort": twin.launch.port, "protocol": "TCP"}
+    server = {"name": "modelserver", "image": IMAGE_PLACEHOLDER, "ports": [port]}
+    meta = {"name": "decode", "labels": dict(ROLE_LABEL)}
+    if twin.ctx.worker is None:
+        template = {"metadata": {"labels": dict(ROLE_LABEL)}, "spec": {"containers": [server]}}
+        spec = {"replicas": 1, "selector": {"matchLabels": dict(ROLE_LABEL)}, "template": template}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+    worker = {"name": "modelserver-worker", "image": IMAGE_PLACEHOLDER}
+    leader = {**server, "name": "modelserver-leader"}
+    group = {
+        "size": twin.ctx.group_size,
+        "restartPolicy": "None",
+        "leaderTemplate": {
+            "metadata": {"labels": {"role": "leader"}},
+            "spec": {"containers": [leader]},
+        },
+        "workerTemplate": {"spec": {"containers": [worker]}},
+    }
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": meta,
+        "spec": {"replicas": 1, "leaderWorkerTemplate": group},
+    }
+
+
+def _labels(twin: Twin) -> dict[str, str]:
+    return {**twin.ctx.pod.labels, **ROLE_LABEL, MODEL_LABEL: twin.name}
+
+
+def _patch(twin: Twin) -> dict[str, Any]:
+    """The strategic-merge patch of one twin: everything the plan decided for its pods."""
+    ctx = twin.ctx
+    labels = _labels(twin)
+    meta: dict[str, Any] = {"name": "decode", "labels": labels}
+    meta["annotations"] = dict(ctx.metadata.get("annotations", {}))
+    pod_meta = {"labels": labels, "annotations": dict(ctx.pod.annotations)}
+    if ctx.worker is None:
+        server = container(ctx, name="modelserver", command=list(ctx.pod.command))
+        server |= _probes(twin)
+        spec = {"replicas": ctx.replicas, "selector": {"matchLabels": _selector(twin)}}
+        spec["template"] = {"metadata": pod_meta, "spec": _pod(ctx, [server])}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+    port = {"name": "modelserver", "containerPort": twin.launch.port, "protocol": "TCP"}
+    leader = container(ctx, name="modelserver-leader", command=list(ctx.pod.command))
+    leader["ports"] = [port]
+    leader |= _probes(twin)
+    worker = container(ctx, name="modelserver-worker", worker=True)
+    worker["command"] = list(ctx.worker.command)
+    group = {
+        "size": ctx.group_size,
+        "restartPolicy": "None",
+        "leaderTemplate": {
+            "metadata": {**pod_meta, "labels": {**labels, "role": "leader"}},
+            "spec": _pod(ctx, [leader]),
+        },
+        "workerTemplate": {"metadata": pod_meta, "spec": _pod(ctx, [worker])},
+    }
+    spec = {"replicas": ctx.replicas, "leaderWorkerTemplate": group}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def _probes(twin: Twin) -> dict[str, Any]:
+    probes = twin.ctx.pod.probes
+    return {
+        f"{kind}Probe": probe(
+            p.path, "modelserver", p.period_seconds, p.timeout_seconds, p.failure_threshold
+        )
+        for kind, p in (
+            ("startup", probes.startup),
+            ("readiness", probes.readiness),
+            ("liveness", probes.liveness),
+        )
+    }
+
+
+def _selector(twin: Twin) -> dict[str, str]:
+    return {**ROLE_LABEL, MODEL_LABEL: twin.name, **twin.ctx.selector}
+
+
+def _pod(ctx: Any, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers}
+    if ctx.pod.node_selector:
+        spec["nodeSelector"] = dict(ctx.pod.node_selector)
+    if ctx.pod.tolerations:
+        spec["tolerations"] = [dict(t) for t in ctx.pod.tolerations]
+    if ctx.pod.volumes:
+        spec["volumes"] = [dict(v) for v in ctx.pod.volumes]
+    return spec
+
+
+def _pool(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": twin.name,
+        "labels": {
+            **profile_selector(plan.profile),
+            "app.kubernetes.io/part-of": plan.profile.metadata.name,
+        },
+    }
+    if "namespace" in twin.ctx.metadata:
+        meta["namespace"] = twin.ctx.metadata["namespace"]
+    spec = {
+        "selector": {"matchLabels": {**ROLE_LABEL, MODEL_LABEL: twin.name}},
+        "targetPorts": [{"number": twin.launch.port}],
+        "endpointPickerRef": {"name": f"{twin.name}-epp", "port": {"number": EPP_PORT}},
+    }
+    return {
+        "apiVersion": f"{INFERENCE_API_GROUP}/v1",
+        "kind": "InferencePool",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def _overlay(twin: Twin) -> dict[str, Any]:
+    overlay: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["base"],
+        "namePrefix": _prefix(twin),
+        "patches": [{"path": "patch-engine.yaml"}],
+    }
+    if "namespace" in twin.ctx.metadata:
+        overlay["namespace"] = twin.ctx.metadata["namespace"]
+    return overlay
+
+
+def _base_kustomization() -> dict[str, Any]:
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["decode.yaml"],
+    }
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """A strategic merge of the parts these objects use: maps merge key by key, lists of named
+    items merge by name (Kubernetes' patchMergeKey for containers, volumes, env), other lists and
+    scalars are replaced by the patch's."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = copy.deepcopy(base)
+        for key, value in patch.items():
+            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and _named(base) and _named(patch):
+        by_name = {item["name"]: item for item in base}
+        merged = [merge(by_name[p["name"]], p) if p["name"] in by_name else p for p in patch]
+        patched = {p["name"] for p in patch}
+        return merged + [copy.deepcopy(b) for b in base if b["name"] not in patched]
+    return copy.deepcopy(patch)
+
+
+def _named(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(i, dict) and "name" in i for i in items)
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, sort_keys=False)

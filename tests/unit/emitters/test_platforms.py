@@ -1,0 +1,206 @@
+"""Every platform from the same plan: each example profile renders or is refused with what, why
+and fix; Kaito's ConfigMap survives Kaito's own `--KEY str(VALUE)` expansion; the llm-d overlay
+is exactly what `kubectl kustomize` builds; the A/B split is emitted where a platform has one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.deploy.dry_run_files import write_files
+from orchestrator.emitters.base import EMITTER_CLASSES, emitter_for
+from orchestrator.emitters.platform import PlatformOptionError
+from orchestrator.errors import IncompatibleError
+from tests.support import EXAMPLE_PROFILES, REPO_ROOT, write_profile
+from tests.unit.emitters.conftest import ParseVllm, tool
+from tests.unit.manifests.conftest import valid_plan
+
+PLATFORMS = sorted(EMITTER_CLASSES)
+SPLIT = {"baseline": True, "baseline_traffic_percent": 20, "gateway": "infra/inference"}
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("profile", EXAMPLE_PROFILES, ids=lambda p: p.stem)
+def test_every_example_renders_or_is_refused_with_a_fix(profile: Path, platform: str) -> None:
+    plan = valid_plan(profile)
+    emitter = emitter_for(platform)
+    try:
+        files = emitter.files(plan)
+    except IncompatibleError as exc:
+        assert exc.why and exc.fix and exc.rule == "platform.unsupported"
+        assert plan.profile.engine.name not in emitter.engines  # type: ignore[attr-defined]
+        return
+    assert any(plan.profile.metadata.name in content for content in files.values())
+
+
+def test_trtllm_runs_only_where_a_platform_can_start_it() -> None:
+    plan = valid_plan(REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml")
+    refused = {p for p in PLATFORMS if _refused(p, plan)}
+    assert refused == {"kaito", "kserve", "kserve-runtime", "llm-d", "production-stack"}
+
+
+def test_unknown_platform_option_is_a_usage_error() -> None:
+    with pytest.raises(PlatformOptionError, match="did you mean 'api-version'"):
+        emitter_for("kserve", {"api-versions": "v1alpha1"})
+    with pytest.raises(PlatformOptionError, match="not one of"):
+        emitter_for("kserve", {"api-version": "v2"})
+
+
+def test_kserve_v1alpha1_where_asked() -> None:
+    plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml")
+    (service,) = emitter_for("kserve", {"api-version": "v1alpha1"}).emit(plan)
+    assert service.api_version == "serving.kserve.io/v1alpha1"
+
+
+class TestSplit:
+    def test_kserve_route_group_weights(self, tmp_path: Path) -> None:
+        plan = valid_plan(write_profile(tmp_path, deploy=SPLIT))
+        routes = {m.name: m.body["spec"]["router"] for m in emitter_for("kserve").emit(plan)}
+        assert routes["test"]["route"] == {"group": "test", "weight": 80}
+        assert routes["test-baseline"]["route"] == {"group": "test", "weight": 20}
+        assert routes["test"]["gateway"] == {"refs": [{"name": "inference", "namespace": "infra"}]}
+
+    @pytest.mark.parametrize(
+        ("platform", "kind", "names"),
+        [
+            ("kubernetes", "Service", ["test", "test-baseline"]),
+            ("llm-d", "InferencePool", ["test", "test-baseline"]),
+        ],
+    )
+    def test_httproute_weights_between_the_twins(
+        self, tmp_path: Path, platform: str, kind: str, names: list[str]
+    ) -> None:
+        plan = valid_plan(write_profile(tmp_path, deploy=SPLIT))
+        (route,) = [m for m in emitter_for(platform).emit(plan) if m.kind == "HTTPRoute"]
+        refs = route.body["spec"]["rules"][0]["backendRefs"]
+        assert [(r["kind"], r["name"], r["weight"]) for r in refs] == [
+            (kind, names[0], 80),
+            (kind, names[1], 20),
+        ]
+        assert route.body["spec"]["parentRefs"][0]["namespace"] == "infra"
+
+    @pytest.mark.parametrize("platform", ["kaito", "production-stack", "dynamo", "kserve-runtime"])
+    def test_platforms_without_a_split_refuse_it(self, tmp_path: Path, platform: str) -> None:
+        plan = valid_plan(write_profile(tmp_path, deploy=SPLIT))
+        with pytest.raises(IncompatibleError, match="no weighted traffic split") as caught:
+            emitter_for(platform).files(plan)
+        assert caught.value.field == "deploy.baseline_traffic_percent"
+
+    def test_no_split_object_without_the_setting(self, tmp_path: Path) -> None:
+        plan = valid_plan(write_profile(tmp_path, deploy={"baseline": True}))
+        assert not [m for m in emitter_for("kubernetes").emit(plan) if m.kind == "HTTPRoute"]
+
+
+class TestKaito:
+    def test_config_values_are_strings_and_the_speculative_config_is_json(self) -> None:
+        plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
+        config = _kaito_config(plan)
+        assert all(isinstance(v, str) for v in config.values())
+        assert json.loads(config["speculative-config"])["method"] == "draft_model"
+
+    def test_vllm_receives_the_launch_through_kaitos_expansion(self, parse_vllm: ParseVllm) -> None:
+        plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
+        # What Kaito's inference_api.py does (presets/workspace/inference/vllm/inference_api.py,
+        # v0.12.0): its own run params first, then `--KEY`, `str(VALUE)` per `vllm:` entry.
+        kaito_own = ["--model", "Qwen/Qwen3-4B-Thinking-2507", "--tensor-parallel-size", "8"]
+        appended: list[str] = []
+        for key, value in _kaito_config(plan).items():
+            appended += [f"--{key}", str(value)]
+        via_kaito, direct = parse_vllm(
+            [kaito_own + appended, list(plan.launch_for(container=True).argv[2:])]
+        )
+        assert "error" not in via_kaito, via_kaito
+        for key in ("speculative_config", "tensor_parallel_size", "max_model_len", "max_num_seqs"):
+            assert via_kaito[key] == direct[key], key
+
+    def test_a_valueless_flag_is_refused(self, tmp_path: Path) -> None:
+        plan = valid_plan(write_profile(tmp_path, vllm={"enforce_eager": True}))
+        with pytest.raises(IncompatibleError, match="--enforce-eager takes no value"):
+            emitter_for("kaito").files(plan)
+
+    def test_instance_type_when_kaito_has_the_sku(self, tmp_path: Path) -> None:
+        hardware = {"gpu": "A100-80GB", "tensor_parallel_size": 2}
+        plan = valid_plan(write_profile(tmp_path, hardware=hardware))
+        workspace = next(m for m in emitter_for("kaito").emit(plan) if m.kind == "Workspace")
+        assert workspace.body["resource"]["instanceType"] == "Standard_NC48ads_A100_v4"
+        assert workspace.body["resource"]["count"] == 1
+
+
+def test_llmd_overlay_builds_to_what_apply_applies(tmp_path: Path) -> None:
+    kubectl = tool("kubectl")
+    for name, deploy in (("single", SPLIT), ("multi", {})):
+        hardware = {"tensor_parallel_size": 4, "pipeline_parallel_size": 4} if deploy == {} else {}
+        plan = valid_plan(write_profile(tmp_path, f"{name}.yaml", deploy=deploy, hardware=hardware))
+        out = tmp_path / name
+        write_files(emitter_for("llm-d").files(plan), out)
+        built = subprocess.run(
+            [kubectl, "kustomize", str(out / "llm-d")],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        applied = [m.body for m in emitter_for("llm-d").emit(plan)]
+        assert _sorted(yaml.safe_load_all(built)) == _sorted(applied)
+
+
+def _sorted(objects: Any) -> list[dict[str, Any]]:
+    return sorted(objects, key=lambda o: (o["kind"], o["metadata"]["name"]))
+
+
+def _kaito_config(plan: Any) -> dict[str, str]:
+    config_map = next(m for m in emitter_for("kaito").emit(plan) if m.kind == "ConfigMap")
+    return dict(yaml.safe_load(config_map.body["data"]["inference_config.yaml"])["vllm"])
+
+
+def _refused(platform: str, plan: Any) -> bool:
+    try:
+        emitter_for(platform).files(plan)
+    except IncompatibleError:
+        return True
+    return False
+
+
+class TestRenderCommand:
+    def test_render_platform_writes_the_platform_objects(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        out = tmp_path / "out"
+        profile = REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml"
+        done = CliRunner().invoke(
+            cli, ["render", str(profile), "--out", str(out), "--offline", "--platform", "kserve"]
+        )
+        assert done.exit_code == 0, done.output
+        assert (out / "k8s" / "llminferenceservice-qwen3-8b-ngram.yaml").exists()
+        assert (out / "launch.json").exists()
+
+    def test_a_platform_that_cannot_run_the_engine_writes_nothing(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        out = tmp_path / "out"
+        profile = REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml"
+        args = ["render", str(profile), "--out", str(out), "--offline", "--platform", "kaito"]
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 4, done.output
+        assert "fix:" in done.output and "Traceback" not in done.output
+        assert not out.exists()
+
+    def test_a_bad_platform_option_is_exit_2(self, tmp_path: Path) -> None:
+        from click.testing import CliRunner
+
+        from orchestrator.cli import cli
+
+        profile = REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml"
+        args = ["render", str(profile), "--out", str(tmp_path), "--offline"]
+        args += ["--platform", "kserve", "--platform-option", "api=v1"]
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 2, done.output

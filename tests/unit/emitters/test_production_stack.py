@@ -1,0 +1,79 @@
+"""production-stack: the rendered values through a real `helm template` of the vendored vllm-stack
+engine templates; the engine container runs exactly the launch (with the chart's explicit
+--enable-prefix-caching, vLLM's own default), Helm's `quote` notwithstanding."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.emitters.base import emitter_for
+from tests.support import REPO_ROOT, write_profile
+from tests.unit.emitters.conftest import PLATFORM_FIXTURES, tool
+from tests.unit.manifests.conftest import valid_plan
+
+CHART = PLATFORM_FIXTURES / "production-stack" / "chart"
+VLLM_PROFILES = sorted((REPO_ROOT / "profiles").glob("vllm-*.yaml"))
+
+
+def helm_template(values: str, tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "values.yaml"
+    path.write_text(values, encoding="utf-8")
+    done = subprocess.run(
+        [tool("helm"), "template", "spec", str(CHART), "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def engine_command(objects: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    return [token.replace("$$", "$") for token in command]  # the kubelet's `$$` -> `$`
+
+
+@pytest.mark.parametrize("profile", VLLM_PROFILES, ids=lambda p: p.stem)
+def test_the_engine_runs_exactly_the_launch(profile: Path, tmp_path: Path) -> None:
+    plan = valid_plan(profile)
+    files = emitter_for("production-stack").files(plan)
+    for twin_baseline, path in (
+        (False, "production-stack/values.yaml"),
+        (True, "production-stack/baseline/values.yaml"),
+    ):
+        if path not in files:
+            continue
+        launch = list(
+            plan.launch_for(
+                container=True, baseline=twin_baseline and plan.profile.speculative
+            ).argv
+        )
+        command = engine_command(helm_template(files[path], tmp_path))
+        assert command == [*launch[:7], "--enable-prefix-caching", *launch[7:]]
+
+
+def test_helm_quote_keeps_awkward_tokens(tmp_path: Path) -> None:
+    tricky = ["--chat-template", '{% if x %}it\'s "$HOME" \\n `id` {{ y }}{% endif %}']
+    plan = valid_plan(write_profile(tmp_path, serving={"extra_args": tricky}))
+    values = emitter_for("production-stack").files(plan)["production-stack/values.yaml"]
+    assert engine_command(helm_template(values, tmp_path))[-2:] == tricky
+
+
+def test_the_engine_carries_the_profile_labels_gpus_and_secret(tmp_path: Path) -> None:
+    plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
+    values = emitter_for("production-stack").files(plan)["production-stack/values.yaml"]
+    (deployment,) = [o for o in helm_template(values, tmp_path) if o["kind"] == "Deployment"]
+    assert deployment["metadata"]["labels"]["specdeploy.io/profile"] == "qwen3-4b-draft"
+    pod = deployment["spec"]["template"]["spec"]
+    engine = pod["containers"][0]
+    assert engine["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    token = next(e for e in engine["env"] if e["name"] == "HF_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "HF_TOKEN"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
