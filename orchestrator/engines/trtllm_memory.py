@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Final
 
+from orchestrator.engines.base import Collectives
 from orchestrator.memory.knobs import MIN_ENGINE_FRACTION, round_down_fraction
+from orchestrator.memory.overheads import NON_TORCH_GIB, nccl_gib
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
@@ -57,6 +59,16 @@ class TrtllmMemory:
     def graphs_in_budget(self, profile: Profile) -> bool:
         del profile
         return True
+
+    def non_torch_gib(self, profile: Profile) -> float:
+        del profile
+        return NON_TORCH_GIB
+
+    def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
+        # aiconfigurator's nccl_mem was measured for TensorRT-LLM; no TensorRT-LLM log separates
+        # NVLink from PCIe boards, so both get it.
+        del target, gpu
+        return Collectives(init_gib=nccl_gib(profile.hardware.tensor_parallel_size))
 
 
 def _free_after_warmup(e: MemoryEstimate) -> float:

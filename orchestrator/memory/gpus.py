@@ -39,6 +39,9 @@ class Gpu:
     label_value: str
     source: str
     aliases: tuple[str, ...] = ()
+    nvlink: bool = False
+    """Every GPU of a tensor-parallel group is joined by NVLink (SXM/NVSwitch boards, H100 NVL
+    bridged pairs); False for PCIe-only cards. Collective buffers depend on it."""
 
     @property
     def memory_gib(self) -> float:
@@ -88,17 +91,9 @@ def _gpu(name: str, row: dict[str, Any]) -> Gpu:
         label_value=str(row["label_value"]),
         source=str(row["source"]),
         aliases=tuple(str(a) for a in row.get("aliases", ())),
+        nvlink=bool(row.get("nvlink", False)),
     )
 
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def by_memory_band(gib: float, bands: tuple[tuple[int, int], ...], largest: int) -> int:
-    """The value of the first band whose upper bound (GiB) exceeds `gib`, else `largest`: how
-    engines pick defaults by GPU memory size."""
-    for upper_gib, value in bands:
-        if gib < upper_gib:
-            return value
-    return largest

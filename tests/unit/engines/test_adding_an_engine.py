@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, rule
-from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.base import Collectives, EngineLaunch, LaunchSpec
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
 from orchestrator.memory.knobs import round_down_fraction
 
@@ -53,6 +53,12 @@ class ToyMemory:
 
     def graphs_in_budget(self, profile):
         return True
+
+    def non_torch_gib(self, profile):
+        return 0.3
+
+    def collectives(self, profile, target, gpu):
+        return Collectives()
 
 
 class ToyMetrics(NoPhaseTimes):
