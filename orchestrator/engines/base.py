@@ -127,6 +127,21 @@ class KvDtypeVerdict:
     """What to set instead, when there is something better than "another GPU or dtype"."""
 
 
+@dataclass(frozen=True)
+class Collectives:
+    """GPU memory one rank's collective communication holds (GiB), as the engine accounts it."""
+
+    init_gib: float = 0.0
+    """Created with the parallel groups, before the weights load: NCCL communicators, custom
+    all-reduce and symmetric-memory buffers."""
+    warmup_gib: float = 0.0
+    """Allocated by the first collectives of the profile / warm-up forward pass (NCCL connects
+    its channels lazily), and still held when the engine measures what is left for KV."""
+    init_in_budget: bool = True
+    """The engine counts `init_gib` inside its memory knob (its memory baseline is taken before
+    the parallel groups exist). False: it sits outside the knob, like the CUDA context."""
+
+
 class EngineMemory(Protocol):
     """How one engine spends GPU memory, as far as the budget needs to know.
 
@@ -168,6 +183,15 @@ class EngineMemory(Protocol):
 
     def weight_sharding(self, profile: Profile) -> WeightSharding:
         """Over how many GPUs each kind of weight is split, given the profile's parallelism."""
+        ...
+
+    def non_torch_gib(self, profile: Profile) -> float:
+        """Memory outside torch (cuBLAS and allocator workspaces) one rank holds without any
+        collective, as the engine's profiling counts it."""
+        ...
+
+    def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
+        """Memory the parallel groups' collectives hold per GPU (none for one GPU)."""
         ...
 
 

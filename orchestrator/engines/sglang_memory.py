@@ -1,13 +1,17 @@
 """SGLang's memory model: `--mem-fraction-static` is the share of weights + KV cache in the memory
 free before the weights load (activations and CUDA graphs live outside it); chunked prefill and
-the decode graphs' largest batch default by GPU memory band."""
+the decode graphs' largest batch default by GPU memory band, TP size and release."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from orchestrator.memory.gpus import GIB, by_memory_band
+from orchestrator.engines.base import Collectives
+from orchestrator.engines.capabilities import parse_version
+from orchestrator.memory.gpus import GIB
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.overheads import NON_TORCH_GIB, nccl_gib
 from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
@@ -19,18 +23,82 @@ if TYPE_CHECKING:
 #: SGLang's own mem_fraction_static for a GPU it cannot size (the fallback when the device memory
 #: is unknown), used as a ceiling when no estimate exists.
 UNKNOWN_GPU_FRACTION: Final = 0.88
-#: chunked_prefill_size default by GPU memory band (GiB upper bound, tokens)
-#: (`_handle_gpu_memory_settings`,
-#: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L89-L170).
-CHUNKED_PREFILL_BY_GIB: Final = ((20, 2048), (35, 2048), (60, 4096), (90, 8192), (160, 8192))
-CHUNKED_PREFILL_LARGEST: Final = 16384
-#: SGLang reserves about 2 MB per captured decode batch size, outside mem_fraction_static; the
-#: default largest captured batch by GPU memory band (same source as above).
+#: SGLang reserves about 2 MB per captured decode batch size, outside mem_fraction_static.
 GRAPH_BYTES_PER_BATCH: Final = 2 * 1024**2
-GRAPH_MAX_BS_BY_GIB: Final = ((20, 8), (35, 48), (60, 32), (90, 256), (160, 256))
-GRAPH_MAX_BS_LARGEST: Final = 512
 #: Warm-up logits: fp32 logits and probabilities (no public log to fit).
 LOGITS_BYTES_PER_ENTRY: Final = 8
+#: On NVLink boards the parallel groups (NCCL communicators, custom all-reduce) take ~2 GiB per GPU
+#: before the weights load: "Init torch distributed ends. mem usage=2.01 GB" on 7 of 8 H200 ranks
+#: at TP 8, 1.77-1.96 on the others (SGLang GB = GiB;
+#: https://github.com/sgl-project/sglang/pull/11716, description, 2025-10-16). SGLang measures the
+#: memory free after that (`measure_pre_model_load_memory`,
+#: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/distributed/bootstrap.py#L192-L223),
+#: so it shrinks the base mem_fraction_static multiplies. Without NVLink: aiconfigurator's figure.
+NVLINK_INIT_GIB: Final = 2.0
+
+
+@dataclass(frozen=True)
+class _Band:
+    """One GPU-memory band of SGLang's capacity defaults."""
+
+    below_gib: float
+    chunked_prefill: int
+    graph_max_bs: int
+    """Largest captured decode batch below TP 4."""
+    graph_max_bs_tp4: int
+    """...and at TP 4 or more."""
+
+
+@dataclass(frozen=True)
+class _Defaults:
+    """A release's chunked-prefill and decode-graph defaults by GPU memory."""
+
+    bands: tuple[_Band, ...]
+    largest: _Band
+    """Above the last band."""
+    graph_bs_capped_by_running_requests: bool
+    """The default max batch never exceeds --max-running-requests."""
+
+
+#: (first release, its defaults), newest first. Sources, per release:
+#: 0.4.9-0.5.2: chunked prefill 2048 below 35 GiB, 8192 below 160 GiB, else 16384; decode graphs
+#:   up to 8 (80 at TP >= 4) below 35 GiB, else the capture list's largest, 160, 256 above 90 GiB
+#:   and 512 above 156.25 GiB ("160 * 1000" MiB)
+#:   (https://github.com/sgl-project/sglang/blob/v0.4.9/python/sglang/srt/server_args.py#L330-L352,
+#:   .../v0.4.9/python/sglang/srt/model_executor/cuda_graph_runner.py#L138-L163).
+#: 0.5.3: bands at 20/35/60/90/160 GiB (`_handle_gpu_memory_settings`,
+#:   https://github.com/sgl-project/sglang/blob/v0.5.3/python/sglang/srt/server_args.py#L567-L629).
+#: 0.5.10: the 20-35 GiB band captures 24 below TP 4
+#:   (https://github.com/sgl-project/sglang/blob/v0.5.10/python/sglang/srt/server_args.py#L1166-L1228).
+#: 0.5.20: that band prefills 4096 and captures 48 / 160 (`_handle_gpu_memory_settings` moved to
+#:   https://github.com/sgl-project/sglang/blob/v0.5.20/python/sglang/srt/arg_groups/memory_hook.py#L89-L179).
+#: 0.5.22: the default max batch is capped at --max-running-requests
+#:   (https://github.com/sgl-project/sglang/blob/v0.5.22/python/sglang/srt/arg_groups/memory_hook.py#L182-L188;
+#:   the same in v0.5.23, .../v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L89-L189).
+_BANDS_0_5_3: Final = (
+    _Band(20, 2048, 8, 8),
+    _Band(35, 2048, 16, 80),
+    _Band(60, 4096, 32, 160),
+    _Band(90, 8192, 256, 512),
+    _Band(160, 8192, 256, 512),
+)
+_BANDS_0_5_10: Final = (_BANDS_0_5_3[0], _Band(35, 2048, 24, 80), *_BANDS_0_5_3[2:])
+_BANDS_0_5_20: Final = (_BANDS_0_5_3[0], _Band(35, 4096, 48, 160), *_BANDS_0_5_3[2:])
+_LARGEST_0_5_3: Final = _Band(float("inf"), 16384, 512, 512)
+DEFAULTS_BY_RELEASE: Final = (
+    ((0, 5, 22), _Defaults(_BANDS_0_5_20, _LARGEST_0_5_3, True)),
+    ((0, 5, 20), _Defaults(_BANDS_0_5_20, _LARGEST_0_5_3, False)),
+    ((0, 5, 10), _Defaults(_BANDS_0_5_10, _LARGEST_0_5_3, False)),
+    ((0, 5, 3), _Defaults(_BANDS_0_5_3, _LARGEST_0_5_3, False)),
+    (
+        (0, 0, 0),
+        _Defaults(
+            (_Band(35, 2048, 8, 80), _Band(90, 8192, 160, 160), _Band(156.25, 8192, 256, 256)),
+            _Band(float("inf"), 16384, 512, 512),
+            False,
+        ),
+    ),
+)
 
 
 class SglangMemory:
@@ -57,8 +125,7 @@ class SglangMemory:
         return (e.gpu_usable_gib - e.overheads.before_load_gib) * knob - weights
 
     def profiled_tokens(self, profile: Profile, gpu: Gpu) -> int:
-        del profile
-        return by_memory_band(gpu.memory_gib, CHUNKED_PREFILL_BY_GIB, CHUNKED_PREFILL_LARGEST)
+        return _band(profile, gpu).chunked_prefill
 
     def sampler_bytes_per_logit(self, profile: Profile) -> float:
         del profile
@@ -67,8 +134,7 @@ class SglangMemory:
     def cuda_graph_gib(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> float:
         del target
         tuned = profile.sglang.cuda_graph_max_bs if profile.sglang else None
-        max_bs = tuned or by_memory_band(gpu.memory_gib, GRAPH_MAX_BS_BY_GIB, GRAPH_MAX_BS_LARGEST)
-        return max_bs * GRAPH_BYTES_PER_BATCH / GIB
+        return (tuned or default_graph_max_bs(profile, gpu)) * GRAPH_BYTES_PER_BATCH / GIB
 
     def graphs_in_budget(self, profile: Profile) -> bool:
         del profile
@@ -83,3 +149,34 @@ class SglangMemory:
         return WeightSharding(
             attention=hardware.attention_tensor_parallel_size, dense=tp, experts=tp
         )
+
+    def non_torch_gib(self, profile: Profile) -> float:
+        del profile
+        return NON_TORCH_GIB
+
+    def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
+        del target
+        tp = profile.hardware.tensor_parallel_size
+        if tp <= 1:
+            return Collectives()
+        return Collectives(init_gib=NVLINK_INIT_GIB if gpu.nvlink else nccl_gib(tp))
+
+
+def default_graph_max_bs(profile: Profile, gpu: Gpu) -> int:
+    """The largest decode batch SGLang captures by default for this release, GPU and TP size."""
+    band = _band(profile, gpu)
+    tp4 = profile.hardware.tensor_parallel_size >= 4
+    max_bs = band.graph_max_bs_tp4 if tp4 else band.graph_max_bs
+    if _defaults(profile).graph_bs_capped_by_running_requests:
+        return min(max_bs, profile.serving.max_concurrency)
+    return max_bs
+
+
+def _band(profile: Profile, gpu: Gpu) -> _Band:
+    defaults = _defaults(profile)
+    return next((b for b in defaults.bands if gpu.memory_gib < b.below_gib), defaults.largest)
+
+
+def _defaults(profile: Profile) -> _Defaults:
+    version = parse_version(profile.engine.version)
+    return next(d for first, d in DEFAULTS_BY_RELEASE if version >= first)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Final
 
+from orchestrator.engines.base import Collectives
 from orchestrator.memory.knobs import MIN_ENGINE_FRACTION, round_down_fraction
+from orchestrator.memory.overheads import NON_TORCH_GIB, nccl_gib
 from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
@@ -67,6 +69,16 @@ class TrtllmMemory:
         return WeightSharding(
             attention=hardware.attention_tensor_parallel_size, dense=tp, experts=tp
         )
+
+    def non_torch_gib(self, profile: Profile) -> float:
+        del profile
+        return NON_TORCH_GIB
+
+    def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
+        # aiconfigurator's nccl_mem was measured for TensorRT-LLM; no TensorRT-LLM log separates
+        # NVLink from PCIe boards, so both get it.
+        del target, gpu
+        return Collectives(init_gib=nccl_gib(profile.hardware.tensor_parallel_size))
 
 
 def _free_after_warmup(e: MemoryEstimate) -> float:

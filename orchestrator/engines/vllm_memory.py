@@ -3,22 +3,35 @@ weights, activations, KV and (from v0.21) CUDA graphs; what its profile run and 
 peak at, per release.
 
 Releases modelled: the V0 engine (< 0.8) shows no sampler peak and profiles a whole prompt; V1
-warms the sampler up over `max_num_seqs` requests by sorting until a cheaper warm-up (seen from
-0.21); CUDA graphs move inside `gpu_memory_utilization` from 0.21.
+warms the sampler up over `max_num_seqs` requests by sorting until 0.17 brings a Triton top-k/top-p
+kernel; CUDA graphs move inside `gpu_memory_utilization` from 0.21. At TP > 1 collective buffers
+add about 2 GiB per GPU on NVLink boards: the communicators created before the weights load
+(inside the knob until 0.11, outside it since) and the channels NCCL connects during the profile
+run (always inside).
+
+How vLLM sizes the KV cache (v0.32.0, `Worker.determine_available_memory`,
+https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/gpu_worker.py#L634-L744, and
+`memory_profiling`, .../vllm/utils/mem_utils.py#L230-L321): requested = total x
+gpu_memory_utilization; KV = requested - (memory consumed since the init snapshot + the torch
+peak above what stays allocated) [- CUDA-graph estimate since 0.21]. What was in use before the
+init snapshot (the CUDA context and, from 0.11, the parallel groups) is not charged to the knob.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Final
 
+from orchestrator.engines.base import Collectives
 from orchestrator.engines.capabilities import parse_version
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.overheads import NON_TORCH_GIB
 from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.overheads import Overheads
     from orchestrator.profile.schema import Profile
 
 #: vLLM V1 warms the sampler up over `max_num_seqs` dummy requests with top-k/top-p by sorting,
@@ -26,17 +39,17 @@ if TYPE_CHECKING:
 #: values 4 + int64 sort indices 8 + softmax 4 + cumsum 4 + scattered logits 4 + probs 4 +
 #: exponential noise 4 = 42 B; we use 40. Evidence: "CUDA out of memory occurred when warming up
 #: sampler with 1024 dummy requests" (https://github.com/vllm-project/vllm/issues/15617, v0.8.2);
-#: Qwen3-235B-FP8 at TP4 on H100 (https://github.com/vllm-project/vllm/issues/21348, ~v0.9.2)
-#: leaves 8.1 GiB of non-KV memory beyond the weights, which only a ~5.8 GiB sampler peak
-#: (1024 x 151,936 x 40 B) comes close to explaining.
+#: Qwen3-14B on an H100 at v0.15.0 and v0.16.0 peaks 5.64 GiB with 1024 x 151,936 entries, i.e.
+#: 38.9 B (https://github.com/jgchn/llm-d-planner/blob/3c876c8a84d11e11c7092d5dc76ffeb47a3115ba/accuracy/results/version-sweep/runs/qwen3-14b-vllm-v0-15-0--h100-80gb--tp1pp1dp1--8192.json).
 SORT_SAMPLER_BYTES_PER_LOGIT: Final = 40
-#: Later vLLM warms the sampler up far more cheaply: a v0.21 Qwen3-8B log on a 24 GB card
-#: (https://github.com/LMCache/LMCache/issues/3430) leaves at most ~0.5 GiB for activations with
-#: 256 x 151,936 entries, i.e. <= 13.8 B/entry (fp32 logits + probs ~ 8-12 B). We take 12 B from
-#: v0.21.0, the first release with a log showing it; the change lies somewhere in 0.9.3-0.21.0 and
-#: releases in that window keep the sort-based cost (predicts less KV, the safe side).
-LEAN_SAMPLER_BYTES_PER_LOGIT: Final = 12
-LEAN_SAMPLER_FROM: Final = (0, 21, 0)
+#: From v0.17.0 batches of 8 or more take top-k/top-p through a Triton kernel instead of a sort
+#: (`apply_top_k_top_p`, https://github.com/vllm-project/vllm/blob/v0.17.0/vllm/v1/sample/ops/topk_topp_sampler.py#L245-L255).
+#: Measured on H100 with 1024 dummy requests: Qwen3-14B 2.23 GiB at v0.17.0 and v0.18.0 (15.4 B,
+#: same source, ...-v0-17-0-...json), Llama-3.1-8B 1.89 GiB and Qwen2.5-7B 2.21 GiB at v0.19.0
+#: (15.4 and 15.2 B, "torch peak memory increase" in .../accuracy/results/v0.19.0/logs/ at
+#: https://github.com/jgchn/llm-d-planner/tree/a95e9f62e5de8cb5d2beb5f5279e7271a231416d).
+LEAN_SAMPLER_BYTES_PER_LOGIT: Final = 15.3
+LEAN_SAMPLER_FROM: Final = (0, 17, 0)
 #: The V0 engine (< 0.8) has no separate sampler warm-up whose peak shows: the 35k-token
 #: chunked-prefill run of https://github.com/vllm-project/vllm/issues/10517 peaks 0.06-0.09 GiB
 #: above the weights with 256 x 128,256 entries, i.e. about the bf16 logits alone (2 B/entry).
@@ -70,6 +83,38 @@ GRAPHS_IN_BUDGET_FROM: Final = (0, 21, 0)
 CUDA_GRAPH_GIB_DENSE: Final = 0.5
 CUDA_GRAPH_GIB_MOE: Final = 2.0
 
+# --- memory outside torch and collective buffers ---
+#: V1 non-torch increase at TP 1 ("non-torch forward increase memory", debug log): 0.24-0.27 GiB
+#: in 39 of 42 v0.19.0 runs on H100 (0.46 in the 3 Granite runs) (https://github.com/jgchn/llm-d-planner/tree/a95e9f62e5de8cb5d2beb5f5279e7271a231416d/accuracy/results/v0.19.0/logs,
+#: e.g. qwen-qwen2-5-7b-instruct--h100-80gb--tp1pp1dp1--8192.log). The V0 engine keeps
+#: NON_TORCH_GIB (0.35 GiB on an RTX 3090, https://github.com/vllm-project/vllm/issues/10517).
+V1_NON_TORCH_GIB: Final = 0.25
+#: The worker takes its init memory snapshot after `init_worker_distributed_environment` from
+#: v0.11.0 (https://github.com/vllm-project/vllm/pull/25359; compare `Worker.init_device` at
+#: https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/v1/worker/gpu_worker.py#L155-L196 and
+#: .../v0.11.0/vllm/v1/worker/gpu_worker.py#L156-L186): before it the communicators' memory is a
+#: non-torch increase charged to gpu_memory_utilization; from it, it is outside the knob.
+SNAPSHOT_AFTER_PARALLEL_INIT_FROM: Final = (0, 11, 0)
+#: On NVLink boards the parallel groups (pynccl communicator, custom all-reduce IPC buffers) hold
+#: memory before the weights load: the init snapshot's non_torch_memory is 1.51-1.53 GiB at TP 2
+#: and 4 against 0.51 GiB (the CUDA context) at TP 1, i.e. 1.0 GiB; 1.99-2.05 GiB for MoE models
+#: (one more group's communicator, presumably the expert-parallel one), i.e. 1.5 GiB (v0.19.0 on H100,
+#: "worker init memory snapshot" in the llm-d-planner logs above: fit on the Llama-3.1-8B and
+#: Qwen2.5-7B TP 1/2/4 runs; MoE from Mixtral-8x7B and Kimi-VL-A3B at TP 2).
+NVLINK_INIT_GIB: Final = 1.0
+NVLINK_INIT_GIB_MOE: Final = 1.5
+#: ...and the profile run's first collectives add non-torch memory on top of the TP-1 figure
+#: (NCCL connects its channels lazily): "non-torch forward increase memory" 2.06-2.07 GiB at TP 2
+#: and 2.13 GiB at TP 4 against 0.25 GiB at TP 1 (same fit runs). TP 8 is taken as TP 4 (no log).
+NVLINK_WARMUP_GIB_TP2: Final = 1.82
+NVLINK_WARMUP_GIB_TP4_AND_UP: Final = 1.88
+#: Over PCIe (no peer-to-peer NVLink, no custom all-reduce) NCCL's buffers are mostly host memory:
+#: 4 x A100-PCIe-40GB at TP 4 report non_torch_memory 0.34-0.43 GiB
+#: (https://github.com/vllm-project/vllm/issues/16570, v0.8.3 V0, counted from before NCCL init)
+#: and 2 x RTX 4090 at TP 2 0.25 GiB (https://github.com/vllm-project/vllm/issues/13061), i.e. at
+#: most ~0.1 GiB above one GPU.
+PCIE_COLLECTIVE_GIB: Final = 0.1
+
 
 class VllmMemory:
     """vLLM: `gpu_memory_utilization`, a share of the total memory CUDA reports."""
@@ -80,17 +125,16 @@ class VllmMemory:
         return round_down_fraction(profile.serving.gpu_memory_fraction)
 
     def knob_for(self, estimate: MemoryEstimate) -> float:
-        # The profile's share, less what vLLM captures outside its knob (graphs before 0.21).
-        o = estimate.overheads
-        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
+        # The profile's share, less what vLLM holds outside its knob (graphs before 0.21, the
+        # parallel groups' buffers from 0.11).
+        outside = _outside_knob(estimate.overheads)
         return round_down_fraction(estimate.gpu_memory_fraction - outside / estimate.gpu_usable_gib)
 
     def kv_gib_at(self, estimate: MemoryEstimate, knob: float) -> float:
         # usable x knob, less everything vLLM budgets inside it.
         o = estimate.overheads
-        outside = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
         weights = estimate.target_weights_gib + estimate.draft_weights_gib
-        return estimate.gpu_usable_gib * knob - weights - (o.total_gib - outside)
+        return estimate.gpu_usable_gib * knob - weights - (o.total_gib - _outside_knob(o))
 
     def profiled_tokens(self, profile: Profile, gpu: Gpu) -> int:
         tuned = profile.vllm.max_num_batched_tokens if profile.vllm else None
@@ -128,3 +172,34 @@ class VllmMemory:
         group = hardware.attention_tensor_parallel_size
         experts = hardware.tensor_parallel_size if hardware.expert_parallel else group
         return WeightSharding(attention=group, dense=group, experts=experts)
+
+    def non_torch_gib(self, profile: Profile) -> float:
+        v0 = parse_version(profile.engine.version) < V1_DEFAULT_FROM
+        return NON_TORCH_GIB if v0 else V1_NON_TORCH_GIB
+
+    def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
+        hardware = profile.hardware
+        in_budget = parse_version(profile.engine.version) < SNAPSHOT_AFTER_PARALLEL_INIT_FROM
+        if hardware.tensor_parallel_size * hardware.pipeline_parallel_size <= 1:
+            return Collectives(init_in_budget=in_budget)
+        if not gpu.nvlink:
+            return Collectives(warmup_gib=PCIE_COLLECTIVE_GIB, init_in_budget=in_budget)
+        init = NVLINK_INIT_GIB_MOE if target.num_experts else NVLINK_INIT_GIB
+        return Collectives(
+            init_gib=init,
+            warmup_gib=_nvlink_warmup_gib(hardware.tensor_parallel_size),
+            init_in_budget=in_budget,
+        )
+
+
+def _nvlink_warmup_gib(tensor_parallel: int) -> float:
+    if tensor_parallel <= 1:  # pipeline stages only: no all-reduce in the forward pass
+        return 0.0
+    return NVLINK_WARMUP_GIB_TP2 if tensor_parallel == 2 else NVLINK_WARMUP_GIB_TP4_AND_UP
+
+
+def _outside_knob(o: Overheads) -> float:
+    """What vLLM holds outside gpu_memory_utilization for this estimate."""
+    graphs = 0.0 if o.graphs_in_budget else o.cuda_graph_gib
+    groups = 0.0 if o.nccl_in_budget else o.nccl_gib
+    return graphs + groups

@@ -45,6 +45,9 @@ class Gpu:
     """AMD LLVM target (e.g. "gfx942"); None on NVIDIA."""
     compute_capability_source: str = ""
     """Where the compute capability (or gfx target) was read."""
+    nvlink: bool = False
+    """Every GPU of a tensor-parallel group is joined by NVLink (SXM/NVSwitch boards, H100 NVL
+    bridged pairs); False for PCIe-only cards. Collective buffers depend on it."""
 
     @property
     def memory_gib(self) -> float:
@@ -104,6 +107,7 @@ def _gpu(name: str, row: dict[str, Any]) -> Gpu:
         compute_capability=_capability(row.get("compute_capability")),
         gfx_arch=None if row.get("gfx_arch") is None else str(row["gfx_arch"]),
         compute_capability_source=str(row.get("compute_capability_source", "")),
+        nvlink=bool(row.get("nvlink", False)),
     )
 
 
@@ -117,12 +121,3 @@ def _capability(value: Any) -> tuple[int, int] | None:
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def by_memory_band(gib: float, bands: tuple[tuple[int, int], ...], largest: int) -> int:
-    """The value of the first band whose upper bound (GiB) exceeds `gib`, else `largest`: how
-    engines pick defaults by GPU memory size."""
-    for upper_gib, value in bands:
-        if gib < upper_gib:
-            return value
-    return largest

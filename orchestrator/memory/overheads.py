@@ -2,8 +2,9 @@
 
 The engine-neutral formulas live here (the forward-pass and sampler peaks, NCCL buffers); what
 differs by engine and release (how many tokens the profile run takes, what the sampler warm-up
-costs per logit, CUDA graphs and whether the knob covers them) comes from the engine's memory model
-(`Engine.memory`, orchestrator/engines/<engine>_memory.py). These are estimates with named
+costs per logit, CUDA graphs, the non-torch and collective buffers by TP size and interconnect,
+and which of them the knob covers) comes from the engine's memory model (`Engine.memory`,
+orchestrator/engines/<engine>_memory.py). These are estimates with named
 sources, not measurements; `benchmarks/memory_accuracy.py` compares the resulting KV sizes with
 what engines logged.
 """
@@ -32,11 +33,15 @@ ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE: Final = 7.75
 #: workspace" term for the same reason (catalog.md §D4).
 MOE_WORKSPACE_BYTES_PER_ELEMENT: Final = 2
 
-# --- memory outside torch ---
-#: cuBLAS/NCCL/allocator memory outside torch that vLLM counts: 0.35 GiB (RTX 3090, vllm#10517),
-#: 0.33 GiB (RTX 5090, vllm#14452), 0.20-0.25 GiB (vllm PR #14447, issue #13061).
+# --- memory outside torch (engine-neutral defaults; engines with their own logs override them) ---
+#: cuBLAS/allocator memory outside torch one GPU holds without collectives: 0.35 GiB (RTX 3090,
+#: vLLM V0, https://github.com/vllm-project/vllm/issues/10517), 0.33 GiB (RTX 5090,
+#: https://github.com/vllm-project/vllm/issues/14452), 0.20-0.25 GiB (vLLM PR #14447, issue
+#: #13061). The engines' `non_torch_gib` use it unless they have their own logs.
 NON_TORCH_GIB: Final = 0.35
-#: NCCL buffers per GPU when TP > 1: aiconfigurator nccl_mem 342 MiB (TP2) / 392 MiB (TP4, TP8).
+#: NCCL buffers per GPU when TP > 1 where no engine log says otherwise: aiconfigurator's nccl_mem,
+#: 342 MiB (TP2) / 392 MiB (TP4, TP8), "some nonofficial correction based on observations" on
+#: PCIe systems (https://github.com/ai-dynamo/aiconfigurator/blob/ee962fc3fcb7c1ef6af9a1e1ae9444a3d1c161e9/src/aiconfigurator/systems/l40s.yaml#L26-L31).
 NCCL_GIB_TP2: Final = 342 / 1024
 NCCL_GIB_TP4_AND_UP: Final = 392 / 1024
 
@@ -49,7 +54,9 @@ class Overheads:
     """The profile run's peak: the larger of `forward_gib` and `sampler_gib`."""
     cuda_graph_gib: float
     non_torch_gib: float
+    """cuBLAS/allocator memory outside torch, without collectives."""
     nccl_gib: float
+    """Collective buffers created with the parallel groups, before the weights load."""
     graphs_in_budget: bool
     """False when the engine captures CUDA graphs outside its own memory knob (vLLM < 0.21)."""
     profiled_tokens: int
@@ -57,15 +64,32 @@ class Overheads:
     """Peak of the forward pass at `profiled_tokens` (MLP intermediates, MoE workspace)."""
     sampler_gib: float = 0.0
     """Peak of the sampler warm-up over `max_concurrency` dummy requests."""
+    collective_warmup_gib: float = 0.0
+    """Collective buffers the first forward pass allocates at TP > 1 (lazily connected NCCL
+    channels), held from then on."""
+    nccl_in_budget: bool = True
+    """False when the engine's memory baseline is taken after the parallel groups exist, so
+    `nccl_gib` sits outside its knob (vLLM >= 0.11)."""
 
     @property
     def total_gib(self) -> float:
-        return self.activation_gib + self.cuda_graph_gib + self.non_torch_gib + self.nccl_gib
+        return (
+            self.activation_gib
+            + self.cuda_graph_gib
+            + self.non_torch_gib
+            + self.nccl_gib
+            + self.collective_warmup_gib
+        )
 
     @property
     def before_load_gib(self) -> float:
         """Memory in use before the engine loads weights (CUDA context, cuBLAS, NCCL)."""
         return self.non_torch_gib + self.nccl_gib
+
+    @property
+    def outside_torch_gib(self) -> float:
+        """Everything outside torch: non-torch memory plus every collective buffer."""
+        return self.non_torch_gib + self.nccl_gib + self.collective_warmup_gib
 
 
 def engine_overheads(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Overheads:
@@ -76,15 +100,18 @@ def engine_overheads(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Over
     forward = forward_bytes(target, tokens, tp) / GIB
     per_logit = model.sampler_bytes_per_logit(profile)
     sampler = sampler_bytes(target, profile.serving.max_concurrency, per_logit) / GIB
+    collectives = model.collectives(profile, target, gpu)
     return Overheads(
         activation_gib=max(forward, sampler),
         cuda_graph_gib=model.cuda_graph_gib(profile, target, gpu),
-        non_torch_gib=NON_TORCH_GIB,
-        nccl_gib=nccl_gib(tp),
+        non_torch_gib=model.non_torch_gib(profile),
+        nccl_gib=collectives.init_gib,
         graphs_in_budget=model.graphs_in_budget(profile),
         profiled_tokens=tokens,
         forward_gib=forward,
         sampler_gib=sampler,
+        collective_warmup_gib=collectives.warmup_gib,
+        nccl_in_budget=collectives.init_in_budget,
     )
 
 
@@ -125,7 +152,7 @@ def _active_intermediate(info: CheckpointInfo) -> int:
 
 
 def nccl_gib(tensor_parallel: int) -> float:
-    """NCCL buffer memory per GPU for a TP group of this size."""
+    """NCCL buffer memory per GPU for a TP group of this size (aiconfigurator's default)."""
     if tensor_parallel <= 1:
         return 0.0
     return NCCL_GIB_TP2 if tensor_parallel == 2 else NCCL_GIB_TP4_AND_UP

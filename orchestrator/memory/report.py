@@ -19,7 +19,7 @@ def memory_table(e: MemoryEstimate) -> str:
         _row(f"draft weights ({e.method})", e.draft_weights_gib, _share(e.draft_weights_gib, e)),
         _row(f"activation peak ({o.profiled_tokens} tokens)", o.activation_gib),
         _row("CUDA graphs", o.cuda_graph_gib, graphs),
-        _row("non-torch + NCCL", o.non_torch_gib + o.nccl_gib),
+        _row("non-torch + NCCL", o.outside_torch_gib),
         _row("KV cache", e.kv_cache_gib),
         f"  KV bytes/token          {e.kv_bytes_per_token:>10,}  "
         f"(target {e.target_kv_bytes_per_token:,} + draft {e.draft_kv_bytes_per_token:,})",

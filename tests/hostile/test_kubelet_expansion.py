@@ -70,9 +70,12 @@ def received(tmp_path: Path, extra: list[str], **sections: Any) -> tuple[list[st
 
 
 #: Arguments that are not flags (a leading '-' would be checked as a flag by other rules), without
-#: NUL (no command-line argument can hold one; the profile schema refuses it).
+#: NUL (no command-line argument can hold one; the profile schema refuses it) or lone surrogates
+#: (not text: no YAML file, and so no profile, can hold one).
 ARGUMENT = st.text(
-    alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=12
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=12,
 ).filter(lambda s: not s.startswith("-"))
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, rule
-from orchestrator.engines.base import EngineLaunch, LaunchSpec
+from orchestrator.engines.base import Collectives, EngineLaunch, LaunchSpec
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
 from orchestrator.memory.knobs import round_down_fraction
 from orchestrator.memory.weights import WeightSharding
@@ -57,6 +57,12 @@ class ToyMemory:
 
     def weight_sharding(self, profile):
         return WeightSharding.tensor_parallel(profile.hardware.tensor_parallel_size)
+
+    def non_torch_gib(self, profile):
+        return 0.3
+
+    def collectives(self, profile, target, gpu):
+        return Collectives()
 
 
 class ToyMetrics(NoPhaseTimes):

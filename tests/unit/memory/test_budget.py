@@ -195,36 +195,43 @@ class TestReport:
 class TestEngineKv:
     """`engine_kv_gib` inverts the knob translation: the rendered knob gives back the estimate."""
 
+    @pytest.mark.parametrize("tp", [1, 2, 4])
     @pytest.mark.parametrize(
         "engine",
         [
             _engine("vllm", "0.32.0"),
             _engine("vllm", "0.20.0"),
+            _engine("vllm", "0.10.2"),
             _engine("sglang", "0.5.0"),
             _engine("trtllm", "1.2.0"),
         ],
     )
-    def test_rendered_knob_gives_back_the_kv_estimate(self, engine: dict[str, str]) -> None:
-        e = estimate_memory(make_profile(engine=engine), LLAMA_8B, EAGLE3_8B)
+    def test_rendered_knob_gives_back_the_kv_estimate(
+        self, engine: dict[str, str], tp: int
+    ) -> None:
+        profile = make_profile(
+            engine=engine, hardware={"gpu": "H100-80GB", "tensor_parallel_size": tp}
+        )
+        e = estimate_memory(profile, LLAMA_8B, EAGLE3_8B)
         assert e is not None
         # the knob is rounded down to 3 decimals: at most 0.001 of usable memory is lost
         kv = engine_kv_gib(e, e.engine_fraction)
         assert e.kv_cache_gib - 0.001 * e.gpu_usable_gib <= kv <= e.kv_cache_gib + 1e-9
 
     def test_vllm_sampler_cost_follows_the_release(self) -> None:
-        """V0 shows no sampler peak, V1 before 0.21 sorts (40 B/logit), later releases do not."""
+        """V0 shows no sampler peak, V1 sorts (40 B/logit) until 0.17's Triton top-k/top-p."""
         profile = {"serving": {"max_concurrency": 1024}}
         sizes = {
             version: estimate_memory(
                 make_profile(engine=_engine("vllm", version), **profile), LLAMA_8B, None
             )
-            for version in ("0.6.4", "0.9.2", "0.21.0")
+            for version in ("0.6.4", "0.16.0", "0.17.0")
         }
         sampler = {v: e.overheads.sampler_gib for v, e in sizes.items() if e is not None}
         entries = 1024 * 128256
         assert sampler["0.6.4"] == pytest.approx(entries * 2 / 2**30)
-        assert sampler["0.9.2"] == pytest.approx(entries * 40 / 2**30)
-        assert sampler["0.21.0"] == pytest.approx(entries * 12 / 2**30)
+        assert sampler["0.16.0"] == pytest.approx(entries * 40 / 2**30)
+        assert sampler["0.17.0"] == pytest.approx(entries * 15.3 / 2**30)
         for e in sizes.values():
             assert e is not None
             o = e.overheads
