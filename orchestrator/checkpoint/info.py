@@ -51,6 +51,24 @@ class EagleHeadInfo:
 
 
 @dataclass(frozen=True)
+class RecurrentState:
+    """The state one linear-attention (Gated DeltaNet) or Mamba-2 layer keeps per sequence,
+    whatever its length: a short convolution window and a recurrent state matrix per head."""
+
+    kind: Literal["gated_delta_net", "mamba2"]
+    conv_channels: int
+    """Channels of the convolution state (split across TP ranks)."""
+    conv_kernel: int
+    """The convolution keeps `conv_kernel - 1` past positions (plus one per speculative token)."""
+    state_heads: int
+    """Heads of the recurrent state (split across TP ranks)."""
+    state_dims: tuple[int, int]
+    state_dtype: str | None
+    """dtype of the recurrent state when the config fixes one (`mamba_ssm_cache_dtype`); the
+    model dtype otherwise."""
+
+
+@dataclass(frozen=True)
 class CheckpointInfo:
     """A checkpoint's metadata and where it came from."""
 
@@ -92,7 +110,16 @@ class CheckpointInfo:
     # Hybrid / sliding-window attention
     sliding_window: int | None = None
     layer_types: tuple[str, ...] | None = None
-    """Per-layer attention kind ("full_attention", "sliding_attention", "linear_attention", ...)."""
+    """Per-layer kind ("full_attention", "sliding_attention", "chunked_attention",
+    "linear_attention" or "mlp"), derived from however the config spells it
+    (orchestrator.checkpoint.layers); None when every layer is full attention."""
+    attention_chunk_size: int | None = None
+    """Tokens a chunked-attention layer attends to (Llama 4)."""
+    recurrent_state: RecurrentState | None = None
+    """Shape of the per-sequence state of linear-attention / Mamba layers."""
+    vision_params: int | None = None
+    """Parameters of the vision tower and projector of a multimodal checkpoint, from its
+    `vision_config` (counted in the weights when no weight index gives the size)."""
     # MTP
     mtp_layers: int = 0
     """MTP layers the config declares (num_nextn_predict_layers, mtp_num_hidden_layers, ...)."""

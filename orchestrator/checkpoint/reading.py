@@ -16,6 +16,7 @@ from orchestrator.checkpoint import files
 from orchestrator.checkpoint.eagle import eagle_head_info
 from orchestrator.checkpoint.files import BadValue, read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, CheckpointSource
+from orchestrator.checkpoint.layers import layer_kinds, recurrent_state, with_class_defaults
 from orchestrator.checkpoint.tokenizer import read_tokenizer
 from orchestrator.checkpoint.weights import INDEX_FILE, count_mtp_tensors, read_weight_facts
 
@@ -52,6 +53,7 @@ FIELD_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "qk_nope_head_dim": ("qk_nope_head_dim",),
     "v_head_dim": ("v_head_dim",),
     "sliding_window": ("sliding_window",),
+    "attention_chunk_size": ("attention_chunk_size",),
 }
 
 #: Keys that declare MTP layers, by family (vllm.md §2.3: DeepSeek/MiMo/GLM/Qwen3-Next use
@@ -143,7 +145,9 @@ def info_from_config(
         tie_word_embeddings=files.flag(
             _first(text, ("tie_word_embeddings",), config)[1], "tie_word_embeddings"
         ),
-        layer_types=_layer_types(text.get("layer_types")),
+        layer_types=layer_kinds(text, _count(text, FIELD_ALIASES["num_hidden_layers"])),
+        recurrent_state=recurrent_state(text),
+        vision_params=vision_param_count(config.get("vision_config"), text),
         mtp_layers=mtp_layer_count(config),
         quant_method=files.text(quant.get("quant_method"), "quantization_config.quant_method"),
         quant_bits=_quant_bits(quant),
@@ -167,12 +171,30 @@ def mtp_layer_count(config: Mapping[str, Any]) -> int:
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """Multimodal wrappers keep the language model's fields in `text_config`; speculators-format
-    heads keep the draft layer's in `transformer_layer_config`."""
+    heads keep the draft layer's in `transformer_layer_config`. Keys the file omits because they
+    equal the config class's defaults are filled in from them (`layers.CLASS_DEFAULTS`)."""
     for key in ("text_config", "transformer_layer_config"):
         nested = config.get(key)
         if isinstance(nested, Mapping):
-            return {**config, **nested}
-    return config
+            return with_class_defaults({**config, **nested})
+    return with_class_defaults(config)
+
+
+def vision_param_count(vision: Any, text: Mapping[str, Any]) -> int | None:
+    """Parameters of a ViT-style vision tower (SigLIP, CLIP, Qwen-VL, Pixtral) and its projector:
+    per layer attention 4·h² and MLP 2·h·I, plus a projection into the language model's hidden
+    size. An estimate from `vision_config` (gated MLPs and patch embeddings add a few percent);
+    used only when no weight index gives the checkpoint's exact size."""
+    if not isinstance(vision, Mapping):
+        return None
+    layers = _count(vision, ("num_hidden_layers", "depth", "num_layers"))
+    hidden = _count(vision, ("hidden_size", "embed_dim", "width"))
+    if not (layers and hidden):
+        return None
+    ratio = files.number(vision.get("mlp_ratio"), "vision_config.mlp_ratio") or 4.0
+    intermediate = _count(vision, ("intermediate_size",)) or int(hidden * ratio)
+    text_hidden = _count(text, FIELD_ALIASES["hidden_size"]) or 0
+    return layers * (4 * hidden * hidden + 2 * hidden * intermediate) + hidden * text_hidden
 
 
 def _first(
@@ -194,10 +216,6 @@ def _count(scope: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 def _text(scope: Mapping[str, Any], keys: tuple[str, ...], prefix: str = "") -> str | None:
     key, value = _first(scope, keys)
     return files.text(value, prefix + key)
-
-
-def _layer_types(value: Any) -> tuple[str, ...] | None:
-    return files.strings(value, "layer_types") if value is not None else None
 
 
 def _quant_bits(quant: Mapping[str, Any]) -> float | None:

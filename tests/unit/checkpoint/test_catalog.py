@@ -142,9 +142,9 @@ class TestDerivedFacts:
             )
             assert entry.config["full_attention_interval"] == 4
             assert "mtp_layers" in info.unverified  # MTP weights, but no MTP key in the config
-            if info.layer_types is not None:  # once reading.py derives them from the interval
-                full = [i for i, kind in enumerate(info.layer_types) if kind == "full_attention"]
-                assert full == list(range(3, 48, 4))
+            assert info.layer_types is not None
+            full = [i for i, kind in enumerate(info.layer_types) if kind == "full_attention"]
+            assert full == list(range(3, 48, 4))
 
     def test_gpt_oss_alternates_sliding_128_and_full_attention(self) -> None:
         info = catalog_info("openai/gpt-oss-120b")
@@ -195,9 +195,20 @@ class TestDerivedFacts:
     def test_trimmed_and_partial_sources_mark_what_they_cannot_confirm(self) -> None:
         glm = catalog_info("zai-org/GLM-4.7-FP8")
         assert glm is not None and {"mtp_layers", "quant_method"} <= set(glm.unverified)
+
+    def test_gemma_3_fills_what_its_text_config_leaves_to_the_class_defaults(self) -> None:
+        # The file names 10 text keys; vocab, window pattern and tied embeddings are defaults.
         gemma = catalog_info("google/gemma-3-27b-it")
-        assert gemma is not None and gemma.vocab_size is None
-        assert {"vocab_size", "layer_types", "sliding_window"} <= set(gemma.unverified)
+        assert gemma is not None and gemma.layer_types is not None
+        assert (gemma.vocab_size, gemma.sliding_window, gemma.tie_word_embeddings) == (
+            262208,
+            1024,
+            True,
+        )
+        assert Counter(gemma.layer_types) == {"sliding_attention": 52, "full_attention": 10}
+        small = catalog_info("google/gemma-3-4b-it")
+        assert small is not None
+        assert (small.num_attention_heads, small.num_key_value_heads, small.head_dim) == (8, 4, 256)
 
     def test_weight_bytes_come_from_an_index_or_a_file_size(self) -> None:
         coder = catalog_info("Qwen/Qwen3-Coder-30B-A3B-Instruct")
