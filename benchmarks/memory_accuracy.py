@@ -33,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.checkpoint.reading import info_from_config
+from orchestrator.engines import ENGINES
 from orchestrator.memory.budget import MemoryEstimate, engine_kv_gib, estimate_memory
-from orchestrator.memory.kv import capacity, target_layout
+from orchestrator.memory.gpus import find_gpu
+from orchestrator.memory.kv import capacity, pool, target_layout
 from orchestrator.profile.schema import Profile
 
 DATA = Path(__file__).parent / "data" / "memory_observations.json"
@@ -98,15 +100,24 @@ def _checkpoint(obs: dict[str, Any], model: dict[str, Any]) -> CheckpointInfo:
     return replace(info, weight_bytes=model.get("weight_bytes"))
 
 
+def _logged_tokens(profile: Profile, info: CheckpointInfo, kv_gib: float) -> int:
+    """The KV size in tokens the engine would log for `kv_gib` of cache (its own count, which for
+    hybrid layouts in some releases is not the capacity)."""
+    memory = ENGINES[profile.engine.name].memory
+    in_flight = memory.in_flight_tokens(profile, find_gpu(profile.hardware.gpu or "H100-80GB"))
+    layout = target_layout(profile, info, in_flight=in_flight)
+    cap = capacity(kv_gib, layout.bytes_per_token, layout.fixed, profile.serving.max_model_len)
+    return memory.logged_kv_tokens(profile, pool(kv_gib, layout, 0, cap))
+
+
 def _evaluate(obs: dict[str, Any], info: CheckpointInfo) -> Row:
     logged_tokens = obs["kv_tokens"]
-    layout = target_layout(_profile(obs, 0.9), info)
+    profile = _profile(obs, 0.9)
     kv_tokens: int | None = None
     kv_err: float | None = None
     if logged_tokens:
-        kv = capacity(obs["available_kv_gib"], layout.bytes_per_token, layout.fixed, 16)
-        kv_tokens = kv.tokens
-        kv_err = abs(kv.tokens - logged_tokens) / logged_tokens
+        kv_tokens = _logged_tokens(profile, info, obs["available_kv_gib"])
+        kv_err = abs(kv_tokens - logged_tokens) / logged_tokens
     logged = f"{logged_tokens:,}" if logged_tokens else f"{obs['available_kv_gib']:.2f} GiB"
     e2e, e2e_err, estimate = "-", None, None
     if obs["gpu"] and obs["knob"]:
@@ -114,7 +125,7 @@ def _evaluate(obs: dict[str, Any], info: CheckpointInfo) -> Row:
     if estimate is not None:
         kv_gib = engine_kv_gib(estimate, obs["knob"])
         if logged_tokens:
-            predicted = capacity(kv_gib, layout.bytes_per_token, layout.fixed, 16).tokens
+            predicted = _logged_tokens(profile, info, kv_gib)
             e2e, e2e_err = f"{predicted:,}", abs(predicted - logged_tokens) / logged_tokens
         else:
             e2e = f"{kv_gib:.2f} GiB*"

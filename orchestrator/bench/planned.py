@@ -187,7 +187,9 @@ def target_roofline(
         notes.append(("active_params", "weight bytes / 2 (config.json gives no parameter count)"))
     else:
         routed = _routed_params(target)
-        active = (counts.total - routed + routed * _routed_fraction(target)) / tp
+        # The vision tower runs on images at prefill, not in a decode step.
+        decode = counts.total - counts.vision
+        active = (decode - routed + routed * _routed_fraction(target)) / tp
         if routed and target.num_experts and target.num_experts_per_tok:
             share = _routed_share(profile, target)
             experts = Experts(weight_bytes * share, target.num_experts, target.num_experts_per_tok)

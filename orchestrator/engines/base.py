@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.kv import KvPool, StateSlots
     from orchestrator.memory.weights import WeightSharding
     from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
@@ -192,6 +193,21 @@ class EngineMemory(Protocol):
 
     def collectives(self, profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Collectives:
         """Memory the parallel groups' collectives hold per GPU (none for one GPU)."""
+        ...
+
+    def in_flight_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        """Tokens scheduled but not yet settled, which a sliding-window or chunked-attention
+        layer holds besides its window when the engine bounds a sequence's blocks."""
+        ...
+
+    def state_slots(self, profile: Profile) -> StateSlots:
+        """How much recurrent (linear-attention / Mamba) state one sequence holds with the
+        profile's speculation."""
+        ...
+
+    def logged_kv_tokens(self, profile: Profile, pool: KvPool) -> int:
+        """The KV-cache size in tokens the engine logs at start-up for this pool (it may differ
+        from the real capacity for hybrid layouts)."""
         ...
 
 

@@ -11,6 +11,7 @@ from orchestrator.engines.base import Collectives
 from orchestrator.engines.capabilities import parse_version
 from orchestrator.memory.gpus import GIB
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.kv import StateSlots
 from orchestrator.memory.overheads import NON_TORCH_GIB, nccl_gib
 from orchestrator.memory.weights import WeightSharding
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.kv import KvPool
     from orchestrator.profile.schema import Profile
 
 #: SGLang's own mem_fraction_static for a GPU it cannot size (the fallback when the device memory
@@ -160,6 +162,25 @@ class SglangMemory:
         if tp <= 1:
             return Collectives()
         return Collectives(init_gib=NVLINK_INIT_GIB if gpu.nvlink else nccl_gib(tp))
+
+    def in_flight_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        return _band(profile, gpu).chunked_prefill
+
+    def state_slots(self, profile: Profile) -> StateSlots:
+        # With speculation the Mamba pool keeps, per request slot, the recurrent state of every
+        # draft token being verified and a conv window widened by the draft tokens
+        # (`intermediate_ssm_state_cache`, shape [layers, size + 1, draft_tokens, H, V, K], and
+        # the conv windows beside it, https://github.com/sgl-project/sglang/blob/v0.5.23/
+        # python/sglang/srt/mem_cache/memory_pool.py#L598-L935).
+        if profile.proposer.method == "none":
+            return StateSlots()
+        tuned = profile.sglang.num_draft_tokens if profile.sglang else None
+        draft_tokens = tuned or profile.proposer.num_speculative_tokens + 1
+        return StateSlots(extra_conv_positions=draft_tokens, copies=1 + draft_tokens)
+
+    def logged_kv_tokens(self, profile: Profile, pool: KvPool) -> int:
+        del profile
+        return pool.capacity_tokens
 
 
 def default_graph_max_bs(profile: Profile, gpu: Gpu) -> int:

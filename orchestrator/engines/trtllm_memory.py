@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.base import Collectives
 from orchestrator.memory.knobs import MIN_ENGINE_FRACTION, round_down_fraction
+from orchestrator.memory.kv import StateSlots
 from orchestrator.memory.overheads import NON_TORCH_GIB, nccl_gib
 from orchestrator.memory.weights import WeightSharding
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.kv import KvPool
     from orchestrator.profile.schema import Profile
 
 #: trtllm-serve --max_num_tokens default (BuildConfig.max_num_tokens; explicit in
@@ -79,6 +81,20 @@ class TrtllmMemory:
         # NVLink from PCIe boards, so both get it.
         del target, gpu
         return Collectives(init_gib=nccl_gib(profile.hardware.tensor_parallel_size))
+
+    def in_flight_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        del gpu
+        return effective_max_num_tokens(profile)
+
+    def state_slots(self, profile: Profile) -> StateSlots:
+        # TensorRT-LLM's Mamba cache manager and speculation: not modelled (one state per
+        # sequence, no copies per draft token).
+        del profile
+        return StateSlots()
+
+    def logged_kv_tokens(self, profile: Profile, pool: KvPool) -> int:
+        del profile
+        return pool.capacity_tokens
 
 
 def _free_after_warmup(e: MemoryEstimate) -> float:

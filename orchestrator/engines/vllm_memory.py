@@ -19,11 +19,14 @@ init snapshot (the CUDA context and, from 0.11, the parallel groups) is not char
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.base import Collectives
 from orchestrator.engines.capabilities import parse_version
+from orchestrator.memory.formulas import KV_BLOCK_TOKENS
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.kv import StateSlots
 from orchestrator.memory.overheads import NON_TORCH_GIB
 from orchestrator.memory.weights import WeightSharding
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
+    from orchestrator.memory.kv import KvPool
     from orchestrator.memory.overheads import Overheads
     from orchestrator.profile.schema import Profile
 
@@ -115,6 +119,17 @@ NVLINK_WARMUP_GIB_TP4_AND_UP: Final = 1.88
 #: most ~0.1 GiB above one GPU.
 PCIE_COLLECTIVE_GIB: Final = 0.1
 
+#: From v0.21.0 vLLM logs the KV cache as `int(max_concurrency x max_model_len)`, the real
+#: capacity in max_model_len sequences (`get_kv_cache_capacity`,
+#: https://github.com/vllm-project/vllm/blob/v0.21.0/vllm/v1/core/kv_cache_utils.py#L1696-L1708);
+#: before it, as blocks per KV group (see `VllmMemory.logged_kv_tokens`).
+CAPACITY_LOGGED_FROM: Final = (0, 21, 0)
+#: From v0.27.0 sliding-window and chunked layers reserve `max_in_flight_tokens` =
+#: max_concurrent_batches x max_num_batched_tokens (2 batches under async scheduling)
+#: (https://github.com/vllm-project/vllm/blob/v0.27.0/vllm/config/vllm.py#L540-L560); before it
+#: one batch (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/kv_cache_interface.py#L255-L270).
+IN_FLIGHT_BATCHES_FROM: Final = (0, 27, 0)
+
 
 class VllmMemory:
     """vLLM: `gpu_memory_utilization`, a share of the total memory CUDA reports."""
@@ -190,6 +205,48 @@ class VllmMemory:
             warmup_gib=_nvlink_warmup_gib(hardware.tensor_parallel_size),
             init_in_budget=in_budget,
         )
+
+    def in_flight_tokens(self, profile: Profile, gpu: Gpu) -> int:
+        batched = self.profiled_tokens(profile, gpu)
+        if parse_version(profile.engine.version) < IN_FLIGHT_BATCHES_FROM:
+            return batched
+        # max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens: 2 batches with
+        # async scheduling (on by default unless PP > 1 or n-gram speculation), else PP.
+        pp = profile.hardware.pipeline_parallel_size
+        asynchronous = pp == 1 and profile.proposer.method != "ngram"
+        return batched * (2 if asynchronous else pp)
+
+    def state_slots(self, profile: Profile) -> StateSlots:
+        # MambaSpec: num_speculative_blocks = num_speculative_tokens, one state block per
+        # speculative position besides the committed one; the conv state keeps
+        # conv_kernel - 1 + num_spec positions (https://github.com/vllm-project/vllm/blob/
+        # v0.32.0/vllm/model_executor/layers/mamba/abstract.py#L65-L84 and
+        # .../v1/kv_cache_interface.py#L1076-L1082).
+        if profile.proposer.method == "none":
+            return StateSlots()
+        k = profile.proposer.num_speculative_tokens
+        return StateSlots(extra_conv_positions=k, copies=1 + k)
+
+    def logged_kv_tokens(self, profile: Profile, pool: KvPool) -> int:
+        kinds = [n for n in (pool.full_layers, pool.sliding_layers, pool.chunked_layers) if n]
+        before = parse_version(profile.engine.version) < CAPACITY_LOGGED_FROM
+        if not before or len(kinds) < 2 or pool.linear_layers or not pool.per_layer_bytes:
+            return pool.capacity_tokens
+        # Before 0.21 vLLM logs num_blocks // groups x block_size, where the layers of each
+        # attention kind are split into groups of `group_size` (the smallest kind's count, or
+        # the largest's when that is under 1.5x it) that share one pool of
+        # available // (page x group_size) blocks: a sliding-window model is logged as if every
+        # layer slot held full context (`_get_kv_cache_groups_uniform_page_size`,
+        # `get_kv_cache_config_from_groups`, `_report_kv_cache_config`,
+        # https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/v1/core/kv_cache_utils.py#L959-L1150
+        # and #L1287-L1319).
+        group_size = min(kinds)
+        if max(kinds) < group_size * 1.5:
+            group_size = max(kinds)
+        groups = sum(math.ceil(n / group_size) for n in kinds)
+        page = pool.per_layer_bytes * KV_BLOCK_TOKENS
+        blocks = int(pool.kv_bytes // page // group_size)
+        return blocks // groups * KV_BLOCK_TOKENS
 
 
 def _nvlink_warmup_gib(tensor_parallel: int) -> float:

@@ -62,7 +62,10 @@ class MemoryEstimate:
     target_kv_bytes_per_token: int
     draft_kv_bytes_per_token: int
     kv_fixed_bytes_per_sequence: int
+    """Bytes per sequence that do not grow with it (windows, chunks, recurrent state)."""
     kv_tokens: int
+    """The KV-cache size in tokens as the engine logs it at start-up (for hybrid layouts in some
+    releases this is not the capacity; see `kv_capacity_tokens`)."""
     max_model_len: int
     requested_concurrency: int
     max_concurrency: int
@@ -74,6 +77,11 @@ class MemoryEstimate:
     tensor_parallel_size: int
     draft_tensor_parallel_size: int | None
     heaviest_rank: str
+    kv_capacity_tokens: int = 0
+    """What the cache really holds, in tokens of max_model_len sequences: `max_concurrency` per
+    attention group x max_model_len when layers hold bounded spans, else whole blocks."""
+    baseline_kv_capacity_tokens: int = 0
+    baseline_kv_fixed_bytes_per_sequence: int = 0
     attention_data_parallel_size: int = 1
     """Attention groups of the replica; `max_concurrency` counts the sequences of all of them,
     `kv_tokens` what one GPU holds."""
@@ -147,14 +155,17 @@ class MemoryEstimate:
             "overhead_gib": _r(self.overhead_gib),
             "activation_gib": _r(o.activation_gib),
             "cuda_graph_gib": _r(o.cuda_graph_gib),
-            "non_torch_gib": _r(o.non_torch_gib + o.nccl_gib),
+            "non_torch_gib": _r(o.outside_torch_gib),
             "kv_cache_gib": _r(self.kv_cache_gib),
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "target_kv_bytes_per_token": self.target_kv_bytes_per_token,
             "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
             "kv_fixed_bytes_per_sequence": self.kv_fixed_bytes_per_sequence,
             "kv_tokens": self.kv_tokens,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
             "baseline_kv_tokens": self.baseline_kv_tokens,
+            "baseline_kv_capacity_tokens": self.baseline_kv_capacity_tokens,
+            "baseline_kv_fixed_bytes_per_sequence": self.baseline_kv_fixed_bytes_per_sequence,
             "max_model_len": self.max_model_len,
             "requested_concurrency": self.requested_concurrency,
             "max_concurrency": self.max_concurrency,
@@ -239,7 +250,12 @@ def _estimate(
         return None
     notes: list[str] = []
     draft_bytes, draft_tp, heaviest = _draft_weights_per_gpu(profile, target, draft, notes)
-    layout = kv.target_layout(profile, target)
+    memory = ENGINES[profile.engine.name].memory
+    in_flight = memory.in_flight_tokens(profile, gpu)
+    layout = kv.target_layout(
+        profile, target, in_flight=in_flight, state=memory.state_slots(profile)
+    )
+    base_layout = kv.target_layout(profile, target, in_flight=in_flight)
     notes.extend(layout.notes)
     draft_cost = kv.draft_kv(profile, target, draft, draft_tp)
     notes.extend(n for n in draft_cost.notes if n not in notes)
@@ -247,7 +263,7 @@ def _estimate(
     overheads = engine_overheads(profile, target, gpu)
     usable = gpu.usable_gib
     budget = usable * profile.serving.gpu_memory_fraction
-    sharding = ENGINES[profile.engine.name].memory.weight_sharding(profile)
+    sharding = memory.weight_sharding(profile)
     target_gib = per_gpu_bytes(target_bytes, target, profile, sharding) / GIB
     groups = profile.hardware.attention_data_parallel_size  # each holds its own sequences
     fixed_gib = target_gib + draft_bytes / GIB + overheads.total_gib
@@ -255,14 +271,19 @@ def _estimate(
     baseline_gib = budget - target_gib - overheads.total_gib
     seq_len = profile.serving.max_model_len
     with_spec = kv.capacity(kv_gib, layout.bytes_per_token + draft_bpt, layout.fixed, seq_len)
-    base = kv.capacity(baseline_gib, layout.bytes_per_token, layout.fixed, seq_len)
+    base = kv.capacity(baseline_gib, base_layout.bytes_per_token, base_layout.fixed, seq_len)
+    logged = memory.logged_kv_tokens(profile, kv.pool(kv_gib, layout, draft_bpt, with_spec))
+    base_logged = memory.logged_kv_tokens(profile, kv.pool(baseline_gib, base_layout, 0, base))
     typical = profile.serving.typical_context_tokens
     typical_spec = typical_base = None
     if typical is not None:
-        short = kv.target_layout(profile, target, seq_len=typical)
+        short = kv.target_layout(
+            profile, target, seq_len=typical, in_flight=in_flight, state=memory.state_slots(profile)
+        )
+        short_base = kv.target_layout(profile, target, seq_len=typical, in_flight=in_flight)
         bpt = short.bytes_per_token
         typical_spec = groups * kv.capacity(kv_gib, bpt + draft_bpt, short.fixed, typical).sequences
-        typical_base = groups * kv.capacity(baseline_gib, bpt, short.fixed, typical).sequences
+        typical_base = groups * kv.capacity(baseline_gib, bpt, short_base.fixed, typical).sequences
     estimate = MemoryEstimate(
         gpu=gpu.name,
         gpu_memory_gib=gpu.memory_gib,
@@ -278,12 +299,15 @@ def _estimate(
         target_kv_bytes_per_token=layout.bytes_per_token,
         draft_kv_bytes_per_token=draft_bpt,
         kv_fixed_bytes_per_sequence=layout.fixed,
-        kv_tokens=with_spec.tokens,
+        baseline_kv_fixed_bytes_per_sequence=base_layout.fixed,
+        kv_tokens=logged,
+        kv_capacity_tokens=with_spec.tokens,
         max_model_len=seq_len,
         requested_concurrency=profile.serving.max_concurrency,
         max_concurrency=groups * with_spec.sequences,
         baseline_kv_cache_gib=baseline_gib,
-        baseline_kv_tokens=base.tokens,
+        baseline_kv_tokens=base_logged,
+        baseline_kv_capacity_tokens=base.tokens,
         baseline_max_concurrency=groups * base.sequences,
         one_sequence_fits=with_spec.sequences >= 1,
         method=profile.proposer.method,

@@ -7,11 +7,13 @@ were checked against published checkpoint sizes (Llama-3.1-8B 14.96 GiB, gpt-oss
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.checkpoint.info import CheckpointInfo, RecurrentState
+from orchestrator.checkpoint.layers import CHUNKED, FULL, LINEAR, SLIDING
 
 #: Bytes per element for unquantized weights and KV entries (torch dtypes).
 DTYPE_BYTES: Final[Mapping[str, float]] = {
@@ -71,6 +73,8 @@ class ParamBreakdown:
     dense_mlp: int
     experts: int
     norms: int
+    vision: int = 0
+    """Vision tower and projector of a multimodal checkpoint (kept unquantized)."""
 
     @property
     def total(self) -> int:
@@ -81,6 +85,7 @@ class ParamBreakdown:
             + self.dense_mlp
             + self.experts
             + self.norms
+            + self.vision
         )
 
     @property
@@ -90,7 +95,8 @@ class ParamBreakdown:
 
 
 def param_breakdown(info: CheckpointInfo) -> ParamBreakdown | None:
-    """Parameters of the main model (MTP layers excluded), computed from config.json.
+    """Parameters of the main model (MTP layers excluded; a multimodal checkpoint's vision tower
+    included), computed from config.json.
 
     Dense: `V*H (x2 untied) + L*(attention + 3*H*I + 2*H) + H`; MoE layers replace `3*H*I` by
     `E*3*H*I_moe + H*E` plus shared experts; MLA attention as in catalog.md §A3. None when the
@@ -110,6 +116,7 @@ def param_breakdown(info: CheckpointInfo) -> ParamBreakdown | None:
         dense_mlp=dense_layers * 3 * h * (info.intermediate_size or 4 * h),
         experts=moe_layers * moe_layer_mlp_params(info),
         norms=layers * 2 * h + h,
+        vision=info.vision_params or 0,
     )
 
 
@@ -190,24 +197,40 @@ def kv_bytes_per_layer(info: CheckpointInfo, tensor_parallel: int, kv_dtype_byte
 
 @dataclass(frozen=True)
 class AttentionLayout:
-    """How many layers keep per-token KV (full), a window of it (sliding) or none (linear)."""
+    """How many layers keep per-token KV (full), a bounded span of it (sliding window, chunked
+    attention), a fixed per-sequence state (linear attention, Mamba) or nothing (MLP-only)."""
 
     full: int
     sliding: int
     linear: int
     window: int | None
+    chunked: int = 0
+    chunk: int | None = None
+
+    @property
+    def attention_types(self) -> int:
+        """Kinds of attention layer present (vLLM groups each kind's layers apart)."""
+        return sum(1 for n in (self.full, self.sliding, self.chunked) if n)
 
 
 def attention_layout(info: CheckpointInfo) -> AttentionLayout:
-    """Layer kinds from `layer_types` (gpt-oss, Qwen3-Next); all full attention otherwise."""
+    """Layer kinds from `layer_types` as reading.py derives them from any config spelling; all
+    full attention when the config states no pattern."""
     layers = info.num_hidden_layers or 0
     if not info.layer_types:
         return AttentionLayout(full=layers, sliding=0, linear=0, window=None)
-    kinds = [kind.lower() for kind in info.layer_types]
-    sliding = sum(1 for kind in kinds if "sliding" in kind)
-    full = sum(1 for kind in kinds if kind in ("full_attention", "attention", "global"))
-    linear = len(kinds) - sliding - full
-    return AttentionLayout(full=full, sliding=sliding, linear=linear, window=info.sliding_window)
+    kinds = Counter(info.layer_types)
+    sliding = kinds[SLIDING] if info.sliding_window else 0
+    chunked = kinds[CHUNKED] if info.attention_chunk_size else 0
+    return AttentionLayout(
+        # A sliding or chunked layer without a window to bound it holds full context.
+        full=kinds[FULL] + kinds[SLIDING] - sliding + kinds[CHUNKED] - chunked,
+        sliding=sliding,
+        linear=kinds[LINEAR],
+        window=info.sliding_window,
+        chunked=chunked,
+        chunk=info.attention_chunk_size,
+    )
 
 
 def round_up_to_block(tokens: int) -> int:
@@ -215,12 +238,41 @@ def round_up_to_block(tokens: int) -> int:
     return math.ceil(tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
 
 
-def sliding_tokens_held(window: int | None, seq_len: int) -> int:
-    """Tokens a sliding-window layer keeps for one sequence: the window plus one block
-    (catalog.md §D2), never more than the sequence."""
+def sliding_tokens_held(window: int | None, seq_len: int, in_flight: int = 0) -> int:
+    """Tokens a sliding-window layer holds for one sequence at most: the last `window - 1`
+    tokens plus the tokens being computed (up to a prefill chunk), never more than the sequence,
+    in whole blocks plus one (the window need not start on a block boundary). vLLM's
+    `SlidingWindowSpec.max_memory_usage_bytes` (https://github.com/vllm-project/vllm/blob/
+    v0.19.0/vllm/v1/kv_cache_interface.py#L255-L270; unchanged at v0.32.0 with
+    `max_in_flight_tokens`)."""
     if window is None:
         return round_up_to_block(seq_len)
-    return min(round_up_to_block(seq_len), round_up_to_block(window) + KV_BLOCK_TOKENS)
+    tokens = min(window - 1 + max(in_flight, 1), seq_len)
+    return round_up_to_block(tokens) + KV_BLOCK_TOKENS
+
+
+def chunk_tokens_held(chunk: int | None, seq_len: int, in_flight: int = 0) -> int:
+    """Tokens a chunked-attention layer holds for one sequence at most: its chunk plus the
+    tokens being computed, never more than the sequence (vLLM `ChunkedLocalAttentionSpec`,
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/kv_cache_interface.py#L810-L837)."""
+    if chunk is None:
+        return round_up_to_block(seq_len)
+    return round_up_to_block(min(chunk + max(in_flight, 1), seq_len))
+
+
+def recurrent_state_bytes(
+    state: RecurrentState, tensor_parallel: int, dtype_bytes: float, spec_tokens: int = 0
+) -> int:
+    """Bytes one linear-attention / Mamba layer keeps per sequence on one GPU: the convolution
+    window (`conv_kernel - 1 + spec_tokens` positions of the TP-split channels) and the recurrent
+    state (TP-split heads x its two dims), as vLLM's `MambaStateShapeCalculator` shapes them
+    (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/layers/mamba/mamba_utils.py#L195-L301).
+    The recurrent state is kept in `state.state_dtype` when the config fixes one."""
+    conv = math.ceil(state.conv_channels / tensor_parallel) * (state.conv_kernel - 1 + spec_tokens)
+    heads = math.ceil(state.state_heads / tensor_parallel)
+    temporal = heads * state.state_dims[0] * state.state_dims[1]
+    temporal_bytes = DTYPE_BYTES.get(state.state_dtype or "", dtype_bytes)
+    return math.ceil(conv * dtype_bytes + temporal * temporal_bytes)
 
 
 def _moe_layer_count(info: CheckpointInfo) -> int:

@@ -10,7 +10,9 @@ from orchestrator.memory.formulas import (
     DTYPE_BYTES,
     KV_BLOCK_TOKENS,
     attention_layout,
+    chunk_tokens_held,
     kv_bytes_per_layer,
+    recurrent_state_bytes,
     round_up_to_block,
     sliding_tokens_held,
 )
@@ -21,20 +23,74 @@ from orchestrator.profile.schema import Profile
 
 @dataclass(frozen=True)
 class TargetKv:
-    """The target's KV cost on one GPU: per token (full attention) and per sequence (windows)."""
+    """The target's KV cost on one GPU: per token (full attention) and per sequence (windows,
+    chunks and recurrent state, which stop growing), with the layer counts behind them."""
 
     bytes_per_token: int
     fixed: int
-    """Bytes per sequence of sliding-window layers at max_model_len (they stop growing)."""
+    """Bytes per sequence that do not grow with it: sliding-window and chunked-attention layers at
+    their bound, and the recurrent state of linear-attention / Mamba layers."""
     notes: tuple[str, ...]
+    per_layer_bytes: int = 0
+    """KV bytes one token costs in one attention layer."""
+    full_layers: int = 0
+    sliding_layers: int = 0
+    chunked_layers: int = 0
+    linear_layers: int = 0
 
 
 @dataclass(frozen=True)
 class Capacity:
     tokens: int
-    """KV tokens the cache holds, counted as vLLM logs "GPU KV cache size"."""
+    """Tokens of max_model_len sequences the cache holds: whole 16-token blocks when every layer
+    grows with the sequence, else the (fractional) sequences that fit x max_model_len."""
     sequences: int
     """Sequences of max_model_len that fit at once."""
+
+
+@dataclass(frozen=True)
+class StateSlots:
+    """How much recurrent state a sequence holds with the profile's speculation."""
+
+    extra_conv_positions: int = 0
+    """Convolution positions kept besides `conv_kernel - 1` (one per speculative token)."""
+    copies: int = 1
+    """Copies of the state per sequence (the engine keeps one per speculative position)."""
+
+
+@dataclass(frozen=True)
+class KvPool:
+    """The KV cache of one GPU as an engine lays it out: what its logged token figure needs."""
+
+    kv_bytes: float
+    per_layer_bytes: int
+    full_layers: int
+    """Full-attention layers, the draft's included when they have the target's shape."""
+    sliding_layers: int
+    chunked_layers: int
+    linear_layers: int
+    capacity_tokens: int
+    """Tokens of max_model_len sequences that fit (`Capacity.tokens`)."""
+
+
+def pool(kv_gib: float, layout: TargetKv, draft_bytes_per_token: int, cap: Capacity) -> KvPool:
+    """The pool `layout` and the draft's layers make of `kv_gib` (draft layers count as full
+    layers when they cost what a target layer does, as EAGLE and MTP layers do)."""
+    per_layer = layout.per_layer_bytes
+    draft_layers = (
+        draft_bytes_per_token // per_layer
+        if per_layer and draft_bytes_per_token % per_layer == 0
+        else 0
+    )
+    return KvPool(
+        kv_bytes=max(kv_gib, 0.0) * GIB,
+        per_layer_bytes=per_layer,
+        full_layers=layout.full_layers + draft_layers,
+        sliding_layers=layout.sliding_layers,
+        chunked_layers=layout.chunked_layers,
+        linear_layers=layout.linear_layers,
+        capacity_tokens=cap.tokens,
+    )
 
 
 def kv_dtype_bytes(profile: Profile, info: CheckpointInfo) -> float:
@@ -47,10 +103,17 @@ def kv_dtype_bytes(profile: Profile, info: CheckpointInfo) -> float:
 
 
 def target_layout(
-    profile: Profile, target: CheckpointInfo, *, seq_len: int | None = None
+    profile: Profile,
+    target: CheckpointInfo,
+    *,
+    seq_len: int | None = None,
+    in_flight: int = 0,
+    state: StateSlots = StateSlots(),
 ) -> TargetKv:
     """Per-GPU KV of the target's own layers (PP stages hold ceil(layers / PP) layers each), for
-    sequences of `seq_len` tokens (serving.max_model_len when None)."""
+    sequences of `seq_len` tokens (serving.max_model_len when None). `in_flight` is the tokens
+    the engine may have scheduled and not yet settled (sliding and chunked layers hold them
+    besides their window); `state` how much recurrent state speculation adds."""
     # Heads split over one attention group (all of TP without attention data parallelism).
     tp, pp = (
         profile.hardware.attention_tensor_parallel_size,
@@ -58,18 +121,52 @@ def target_layout(
     )
     layout = attention_layout(target)
     per_layer = kv_bytes_per_layer(target, tp, kv_dtype_bytes(profile, target))
-    full = math.ceil(layout.full / pp)
-    sliding = math.ceil(layout.sliding / pp)
-    held = sliding_tokens_held(layout.window, seq_len or profile.serving.max_model_len)
+    full, sliding, chunked, linear = (
+        math.ceil(n / pp) for n in (layout.full, layout.sliding, layout.chunked, layout.linear)
+    )
+    seq_len = seq_len or profile.serving.max_model_len
+    held = sliding_tokens_held(layout.window, seq_len, in_flight)
+    chunk_held = chunk_tokens_held(layout.chunk, seq_len, in_flight)
+    fixed = sliding * per_layer * held + chunked * per_layer * chunk_held
     notes: list[str] = []
-    if layout.linear:
-        notes.append(
-            f"{layout.linear} linear-attention layers keep a constant per-sequence state that "
-            "is not counted"
-        )
     if layout.sliding:
-        notes.append(f"{layout.sliding} sliding-window layers hold at most {held} tokens each")
-    return TargetKv(full * per_layer, sliding * per_layer * held, tuple(notes))
+        notes.append(f"{layout.sliding} sliding-window layers hold at most {held:,} tokens each")
+    if layout.chunked:
+        notes.append(
+            f"{layout.chunked} chunked-attention layers hold at most {chunk_held:,} tokens each"
+        )
+    if linear:
+        shape = target.recurrent_state
+        if shape is None:
+            notes.append(
+                f"{layout.linear} linear-attention/Mamba layers keep a per-sequence state whose "
+                "shape config.json does not give: not counted"
+            )
+        else:
+            per_seq = state.copies * recurrent_state_bytes(
+                shape, tp, model_dtype_bytes(profile, target), state.extra_conv_positions
+            )
+            fixed += linear * per_seq
+            copies = f" ({state.copies} copies with speculation)" if state.copies > 1 else ""
+            notes.append(
+                f"{layout.linear} {shape.kind.replace('_', ' ')} layers keep "
+                f"{per_seq:,} B of state per sequence each{copies}"
+            )
+    return TargetKv(
+        bytes_per_token=full * per_layer,
+        fixed=fixed,
+        notes=tuple(notes),
+        per_layer_bytes=per_layer,
+        full_layers=full,
+        sliding_layers=sliding,
+        chunked_layers=chunked,
+        linear_layers=linear,
+    )
+
+
+def model_dtype_bytes(profile: Profile, info: CheckpointInfo) -> float:
+    """Bytes per element of the model dtype (recurrent state follows it, not the KV dtype)."""
+    return DTYPE_BYTES.get(model_dtype(profile, info), 2.0)
 
 
 @dataclass(frozen=True)
@@ -111,7 +208,8 @@ def draft_kv(
             0,
             (f"proposer.model {profile.proposer.model!r} was not resolved: draft KV not counted",),
         )
-    layers = attention_layout(draft).full + attention_layout(draft).sliding
+    shape = attention_layout(draft)
+    layers = shape.full + shape.sliding + shape.chunked
     per_layer = kv_bytes_per_layer(draft, draft_tp, dtype)
     return DraftKv(max(layers, 1) * per_layer)
 

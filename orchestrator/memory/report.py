@@ -23,7 +23,8 @@ def memory_table(e: MemoryEstimate) -> str:
         _row("KV cache", e.kv_cache_gib),
         f"  KV bytes/token          {e.kv_bytes_per_token:>10,}  "
         f"(target {e.target_kv_bytes_per_token:,} + draft {e.draft_kv_bytes_per_token:,})",
-        f"  KV tokens               {e.kv_tokens:>10,}  (baseline {e.baseline_kv_tokens:,})",
+        f"  KV tokens (engine log)  {e.kv_tokens:>10,}  (baseline {e.baseline_kv_tokens:,})",
+        _capacity_line(e),
         f"  engine knob             {e.engine_knob}={e.engine_fraction:g}",
         "",
         f"sequences of {e.max_model_len:,} tokens at once: {e.max_concurrency} with speculation, "
@@ -61,6 +62,18 @@ def _share(draft_gib: float, e: MemoryEstimate) -> str:
     if draft_gib <= 0 and draft_kv <= 0:
         return ""
     return f"  (+ {draft_kv:.1%} of every KV token)"
+
+
+def _capacity_line(e: MemoryEstimate) -> str | None:
+    """The real capacity, when the engine's logged figure counts something else (a hybrid layout
+    logged as if every layer held full context), or sequences hold a fixed-size part."""
+    if e.kv_capacity_tokens == e.kv_tokens and not e.kv_fixed_bytes_per_sequence:
+        return None
+    return (
+        f"  KV capacity             {e.kv_capacity_tokens:>10,}  (baseline "
+        f"{e.baseline_kv_capacity_tokens:,}; tokens of {e.max_model_len:,}-token sequences: "
+        "windowed layers and recurrent state cost a fixed amount per sequence)"
+    )
 
 
 def _cost_line(e: MemoryEstimate) -> str:

@@ -54,7 +54,9 @@ def per_gpu_bytes(
     attention = params.attention * (plain if experts_only else packed)
     experts = params.experts * packed
     dense_linear = params.dense_mlp * (plain if experts_only else packed)
-    dense = dense_linear + (params.embedding + params.lm_head + params.norms) * plain
+    dense = (
+        dense_linear + (params.embedding + params.lm_head + params.norms + params.vision) * plain
+    )
     whole = attention + dense + experts
     weighted = attention / sharding.attention + dense / sharding.dense + experts / sharding.experts
     return math.ceil(total * weighted / whole / pp)

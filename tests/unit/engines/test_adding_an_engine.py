@@ -27,6 +27,7 @@ from orchestrator.compatibility.rule import CompatContext, Finding, Rule, rule
 from orchestrator.engines.base import Collectives, EngineLaunch, LaunchSpec
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
 from orchestrator.memory.knobs import round_down_fraction
+from orchestrator.memory.kv import StateSlots
 from orchestrator.memory.weights import WeightSharding
 
 
@@ -63,6 +64,15 @@ class ToyMemory:
 
     def collectives(self, profile, target, gpu):
         return Collectives()
+
+    def in_flight_tokens(self, profile, gpu):
+        return 4096
+
+    def state_slots(self, profile):
+        return StateSlots()
+
+    def logged_kv_tokens(self, profile, pool):
+        return pool.capacity_tokens
 
 
 class ToyMetrics(NoPhaseTimes):

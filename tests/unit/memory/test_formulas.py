@@ -100,8 +100,14 @@ class TestSlidingWindow:
         assert (layout.full, layout.sliding, layout.window) == (12, 12, 128)
 
     def test_sliding_layers_hold_window_plus_one_block(self) -> None:
+        # vLLM SlidingWindowSpec: cdiv(min(window - 1 + in-flight, max_model_len), 16) + 1 blocks
         assert sliding_tokens_held(128, 32768) == 144
-        assert sliding_tokens_held(128, 100) == 112
+        assert sliding_tokens_held(128, 100) == 128  # 7 blocks for the sequence, + 1
+
+    def test_a_prefill_chunk_in_flight_is_held_besides_the_window(self) -> None:
+        # 127 + 8192 = 8319 tokens -> 520 blocks + 1 = 8336 tokens; never past the sequence
+        assert sliding_tokens_held(128, 32768, in_flight=8192) == 8336
+        assert sliding_tokens_held(128, 8192, in_flight=8192) == 8192 + 16
 
     def test_per_token_and_per_sequence_split(self) -> None:
         profile = make_profile(serving={"max_model_len": 32768})
