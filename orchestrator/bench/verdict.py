@@ -84,7 +84,7 @@ class Crossover:
 
 
 @dataclass(frozen=True)
-class Warning:
+class BenchWarning:
     """Something the reader must not miss."""
 
     code: str
@@ -97,7 +97,7 @@ class Verdict:
 
     levels: tuple[LevelVerdict, ...]
     crossover: Crossover
-    warnings: tuple[Warning, ...]
+    warnings: tuple[BenchWarning, ...]
 
 
 def judge(record: SweepRecord, slo: Slo | None = None) -> Verdict:
@@ -214,8 +214,8 @@ def _noise(levels: Sequence[LevelVerdict]) -> str:
 
 def _warnings(
     record: SweepRecord, levels: Sequence[LevelVerdict], greedy: bool
-) -> tuple[Warning, ...]:
-    found: list[Warning] = []
+) -> tuple[BenchWarning, ...]:
+    found: list[BenchWarning] = []
     found += _acceptance_warnings(levels)
     found += _degenerate_warnings(record)
     found += _coarse_stream_warnings(record)
@@ -224,12 +224,12 @@ def _warnings(
     if greedy:
         found += _agreement_warnings(levels)
     if record.interrupted:
-        found.append(Warning("interrupted", "the sweep was interrupted; results are partial"))
+        found.append(BenchWarning("interrupted", "the sweep was interrupted; results are partial"))
     return tuple(found)
 
 
-def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
-    found: list[Warning] = []
+def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     cand = [lv.candidate for lv in levels if lv.candidate is not None]
     lengths = [(a.load_text, a.mean_acceptance_length) for a in cand]
     low = [(at, length) for at, length in lengths if length is not None]
@@ -237,7 +237,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     if low:
         at, length = low[0]
         found.append(
-            Warning(
+            BenchWarning(
                 "mispairing",
                 f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at "
                 f"{at} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
@@ -249,7 +249,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
         )
     if cand and all(length is None for _, length in lengths):
         found.append(
-            Warning(
+            BenchWarning(
                 "no-acceptance-metrics",
                 "the candidate exposes no speculative-decoding metrics at /metrics: either it "
                 "does not speculate, or metrics are off (SGLang: --enable-metrics)",
@@ -258,7 +258,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     base = [lv.baseline for lv in levels if lv.baseline is not None]
     if any(a.mean_acceptance_length is not None for a in base):
         found.append(
-            Warning(
+            BenchWarning(
                 "baseline-speculates",
                 "CONFOUNDED A/B: the baseline reports speculative-decoding activity; it must be "
                 "the same target without a proposer",
@@ -278,14 +278,14 @@ def is_degenerate(text: str) -> bool:
     return len(set(trigrams)) / len(trigrams) < _MIN_DISTINCT_TRIGRAMS
 
 
-def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _degenerate_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for label in (record.candidate.label, record.baseline.label):
         texts = [r.text for a in record.arms if a.label == label for r in a.results if r.ok]
         bad = sum(is_degenerate(t) for t in texts)
         if texts and bad / len(texts) >= DEGENERATE_SHARE:
             found.append(
-                Warning(
+                BenchWarning(
                     "degenerate-output",
                     f"{label}: {bad} of {len(texts)} outputs repeat themselves (looping text); "
                     "repetition inflates acceptance and speed, so these figures overstate what "
@@ -295,8 +295,8 @@ def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _coarse_stream_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for arm in record.arms:
         if arm.label != record.baseline.label:
             continue
@@ -305,7 +305,7 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
         tokens = sum(r.output_tokens for r in ok)
         if chunks and tokens / chunks > COARSE_STREAM_TOKENS_PER_CHUNK:
             found.append(
-                Warning(
+                BenchWarning(
                     "coarse-stream",
                     f"{arm.label} at {arm.load_text} streamed {tokens} tokens in {chunks} chunks "
                     f"({tokens / chunks:.1f} per chunk) without speculation: the "
@@ -316,8 +316,8 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _schedule_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _schedule_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for arm in record.arms:
         if arm.request_rate is None:
             continue
@@ -329,7 +329,7 @@ def _schedule_warnings(record: SweepRecord) -> list[Warning]:
         if scheduled <= 0 or actual <= 0 or scheduled / actual >= BEHIND_SCHEDULE_SHARE:
             continue
         found.append(
-            Warning(
+            BenchWarning(
                 "behind-schedule",
                 f"{arm.label} at {arm.request_rate:g} req/s: its {len(pairs)} requests started "
                 f"over {actual * 1000:.0f} ms where the schedule spread them over "
@@ -341,15 +341,15 @@ def _schedule_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
-    found: list[Warning] = []
+def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for lv in levels:
         for arm in (lv.candidate, lv.baseline):
             if arm is None or not arm.failed:
                 continue
             cause, count = arm.errors[0]
             found.append(
-                Warning(
+                BenchWarning(
                     "failed-requests",
                     f"{arm.label} at {arm.load_text}: {arm.failed} of {arm.sent} "
                     f"requests failed (most often, {count}×: {cause})",
@@ -358,7 +358,7 @@ def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     return found
 
 
-def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
+def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
     low = [lv for lv in levels if lv.output_agreement is not None]
     low = [
         lv for lv in low if lv.output_agreement is not None and lv.output_agreement < _LOW_AGREEMENT
@@ -368,7 +368,7 @@ def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     lv = low[0]
     share = lv.output_agreement or 0.0
     return [
-        Warning(
+        BenchWarning(
             "outputs-differ",
             f"greedy outputs agree on only {share:.0%} of prompts at "
             f"{lv.load_text}; speculation is lossless, so the arms probably do not serve the "
