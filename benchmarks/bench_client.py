@@ -66,7 +66,9 @@ def server(first: float = 0.0, step: float = 0.0) -> Iterator[str]:
 
 def ours(url: str, streams: int, requests: int) -> dict[str, float]:
     endpoint = Endpoint("candidate", url, "tiny-target")
-    config = SweepConfig((streams,), requests, MAX_TOKENS, scrape_metrics=False)
+    config = SweepConfig(
+        concurrency=(streams,), requests=requests, max_tokens=MAX_TOKENS, scrape_metrics=False
+    )
     record = run_sweep(
         endpoint, Endpoint("baseline", url, "tiny-target"), load_workload("chat"), config
     )
