@@ -33,6 +33,10 @@ BEHIND_SCHEDULE_SHARE: Final = 0.8
 """Open loop: share of the schedule's arrival rate below which the client's actual start rate
 means the server saw less load than the level's label (the event loop was busy starting and
 reading streams; a constant lag alone does not lower the load, a growing one does)."""
+UNDERLOAD_SHARE: Final = 0.75
+"""Closed loop: share of the labelled concurrency below which the mean number of requests in
+flight means the server held less load than the label says (too few requests per client, so
+the level spends much of its time draining; or fewer requests than clients)."""
 COARSE_STREAM_TOKENS_PER_CHUNK: Final = 2.0
 """Tokens per streamed chunk above which a non-speculative arm's TPOT/ITL measure buffering,
 not decoding (a plain decoder emits one token per step; only speculation commits several)."""
@@ -220,6 +224,8 @@ def _warnings(
     found += _degenerate_warnings(record)
     found += _coarse_stream_warnings(record)
     found += _schedule_warnings(record)
+    found += _underload_warnings(levels, record.config.requests)
+    found += _usage_warnings(levels)
     found += _failure_warnings(levels)
     if greedy:
         found += _agreement_warnings(levels)
@@ -338,6 +344,52 @@ def _schedule_warnings(record: SweepRecord) -> list[BenchWarning]:
                 "on a machine with spare CPU",
             )
         )
+    return found
+
+
+def _underload_warnings(levels: Sequence[LevelVerdict], requests: int) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
+    for lv in levels:
+        if lv.request_rate is not None or lv.concurrency < 2:
+            continue
+        arms = [a for a in (lv.candidate, lv.baseline) if a is not None and a.complete]
+        held = [a.mean_in_flight for a in arms if a.mean_in_flight is not None]
+        if not held or min(held) >= UNDERLOAD_SHARE * lv.concurrency:
+            continue
+        cause = (
+            f"its {requests} requests can never put {lv.concurrency} in flight"
+            if requests < lv.concurrency
+            else f"with {requests} requests for {lv.concurrency} clients it spent much of its "
+            "time with fewer in flight"
+        )
+        found.append(
+            BenchWarning(
+                "under-loaded",
+                f"{lv.load_text} is a label the server never held: {cause} (mean "
+                f"{min(held):.1f} in flight, {min(held) / lv.concurrency:.0%}); its figures "
+                f"describe a lighter load. Raise --requests to at least {4 * lv.concurrency} "
+                "(several per client), or drop the level",
+            )
+        )
+    return found
+
+
+def _usage_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
+    for lv in levels:
+        for arm in (lv.candidate, lv.baseline):
+            if arm is None or not arm.usage_distrusted:
+                continue
+            found.append(
+                BenchWarning(
+                    "usage-distrusted",
+                    f"{arm.label} at {arm.load_text}: {arm.usage_distrusted} of {arm.sent} "
+                    "responses reported a usage.completion_tokens that cannot be true (not an "
+                    "integer, fewer than the streamed text chunks, or more than max_tokens); "
+                    "their streamed chunks were counted instead, which undercounts when a "
+                    "chunk holds several tokens",
+                )
+            )
     return found
 
 
