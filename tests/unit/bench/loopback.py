@@ -46,6 +46,8 @@ class Behaviour:
     close_silently: bool = False
     hangup: Literal["silent", "partial"] | None = None
     hangup_after: int = 0
+    usage: object = None
+    """Report this as usage.completion_tokens instead of the true count (a lying server)."""
     prediction_tokens_per_step: int | None = None
     """Tokens committed per step when the request's `prediction` is exactly the text this
     server will generate (Predicted Outputs: the server verifies the predicted tokens)."""
@@ -214,7 +216,8 @@ class LoopbackServer:
         c.finished += 1
         c.prefill_s += first - began
         c.decode_s += time.perf_counter() - first
-        await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
+        usage = sent if b.usage is None else b.usage
+        await _event(writer, {"choices": [], "usage": {"completion_tokens": usage}})
         await _chunked(writer, b"data: [DONE]\n\n")
         if b.stall_after_done:
             await asyncio.sleep(3600)

@@ -151,6 +151,26 @@ class TestFailures:
         assert time.perf_counter() - began < 10  # bounded: the whole stream would take 100 s
 
 
+class TestUsage:
+    """`usage.completion_tokens` is believed only when it can be true."""
+
+    @pytest.mark.parametrize("usage", [-5, 10**30, 2, 9, 8.0, "8", True, None])
+    def test_an_impossible_count_is_replaced_by_the_chunks(
+        self, start_server: StartServer, usage: object
+    ) -> None:
+        # 8 requested tokens, 4 per step: chunks of 1, 4 and 3 tokens
+        server = start_server(tokens_per_step=4, usage=usage if usage is not None else "x")
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=8)
+        assert result.ok and result.output_tokens == 3
+        assert result.usage_note is not None and "but 3 chunks carried text" in result.usage_note
+
+    @pytest.mark.parametrize("usage", [3, 8])
+    def test_a_possible_count_is_believed(self, start_server: StartServer, usage: int) -> None:
+        server = start_server(tokens_per_step=4, usage=usage)
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=8)
+        assert (result.output_tokens, result.usage_note) == (usage, None)
+
+
 class TestRetry:
     """A request that fails before any response byte on a reused keep-alive connection is sent
     again, once, on a fresh connection; never after a response byte, never from a fresh one."""
