@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from orchestrator.bench.safe import BadJson, decode_json, printable
 from orchestrator.bench.workload import WorkItem
@@ -48,6 +49,9 @@ bytes, and the bench does not ask for logprobs."""
 _ERROR_SHOWN_CHARS: Final = 300
 _MAX_MODEL_ID_CHARS: Final = 512
 _JSON_HEADERS: Final = {"Content-Type": "application/json"}
+TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError)
+"""What a broken connection or a malformed HTTP message raises (aiohttp reports a parse error
+in a body as its HttpProcessingError, which is not a ClientError)."""
 
 
 @dataclass(frozen=True)
@@ -251,11 +255,11 @@ async def stream_request(
         trace.fail(f"timed out after {timeout_s:g} s ({trace.tokens} tokens received)")
     except aiohttp.ClientConnectorError as exc:
         trace.fail(f"cannot connect to {endpoint.api_root}: {exc.os_error.strerror or exc}")
-    except (aiohttp.ClientError, OSError) as exc:
+    except TRANSPORT_ERRORS as exc:
         if trace.answered:
-            trace.fail(f"connection failed mid-stream after {trace.tokens} tokens: {exc!r}")
+            trace.fail(f"connection failed mid-stream after {trace.tokens} tokens: {describe(exc)}")
         else:
-            trace.fail(f"connection failed before an answer from {url}: {exc!r}")
+            trace.fail(f"connection failed before an answer from {url}: {describe(exc)}")
     return trace.result(clock(), level_start, item, due_s)
 
 
@@ -277,6 +281,12 @@ async def _send(client: Client, url: str, payload: bytes, trace: _Trace, clock: 
     trace.answered = True
     async with response:
         await _read_stream(response, url, trace, clock)
+
+
+def describe(exc: BaseException) -> str:
+    """A short, printable account of a transport error (aiohttp's reprs carry whole requests)."""
+    message = getattr(exc, "message", None) or str(exc) or "no detail"
+    return printable(f"{type(exc).__name__}: {message}", 200)
 
 
 def _nothing_received(exc: aiohttp.ClientError) -> bool:
@@ -404,6 +414,8 @@ async def _read_stream(
                 if not trace.done:
                     return
                 break
+    if pending.startswith(b"data:") and not trace.done:  # a last line without its newline
+        _handle_event(pending[5:].strip(), trace, clock())
 
 
 def _handle_event(payload: bytes, trace: _Trace, now: float) -> bool:
@@ -469,7 +481,7 @@ async def read_capped(
 
 async def get_small(client: Client, url: str, deadline_s: float) -> tuple[int, bytes]:
     """GET a small document (status, body) within a total deadline and a byte cap; raises
-    asyncio.TimeoutError, TooLarge, or aiohttp.ClientError / OSError."""
+    asyncio.TimeoutError, TooLarge, or one of TRANSPORT_ERRORS."""
 
     async def get() -> tuple[int, bytes]:
         async with client.session.get(url) as response:
@@ -489,8 +501,8 @@ async def resolve_model(
         raise _unusable(label, url, f"no complete answer within {deadline_s:g} s") from None
     except TooLarge as exc:
         raise _unusable(label, url, str(exc)) from None
-    except (aiohttp.ClientError, OSError) as exc:
-        raise _unusable(label, url, f"cannot connect ({printable(repr(exc), 200)})") from None
+    except TRANSPORT_ERRORS as exc:
+        raise _unusable(label, url, f"cannot connect ({describe(exc)})") from None
     try:
         document = decode_json(body) if status == 200 else None
     except BadJson:

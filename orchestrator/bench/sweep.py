@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-import aiohttp
-
 from orchestrator.bench import client as http
 from orchestrator.bench.client import Client, Endpoint, RequestResult, Sampling
 from orchestrator.bench.metrics import Acceptance, PhaseTimes, acceptance, parse_prometheus
@@ -34,7 +32,7 @@ from orchestrator.bench.workload import WorkItem, Workload
 
 Progress = Callable[[str], None]
 PredictionOn = Literal["candidate", "both"]
-_READ_ERRORS = (asyncio.TimeoutError, http.TooLarge, aiohttp.ClientError, OSError)
+_READ_ERRORS = (asyncio.TimeoutError, http.TooLarge, *http.TRANSPORT_ERRORS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -358,7 +356,7 @@ async def _scrape(
     except asyncio.TimeoutError:
         return None, f"cannot read {url}: no complete answer within {config.small_read_s:g} s"
     except _READ_ERRORS as exc:
-        return None, f"cannot read {url}: {printable(repr(exc), 200)}"
+        return None, f"cannot read {url}: {http.describe(exc)}"
     if status != 200:
         return None, f"{url} answered HTTP {status}"
     return parse_prometheus(body.decode("utf-8", "replace")), None

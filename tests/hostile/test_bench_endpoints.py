@@ -229,6 +229,11 @@ UNUSABLE = {
                           "not an OpenAI model list"),
     "nested event": ("/completions", sse_events(2, raw=b"data: " + b"[" * 200_000 + b"\n\n"),
                      "nested deeper than 64"),
+    "garbage status line": ("/completions", drip(b"SPDY/9 nonsense\r\n\r\n", every_s=3600),
+                            "connection failed before an answer"),
+    "broken chunked body": ("/completions", drip(SSE_HEAD.replace(b"\r\n\r\n",
+                            b"\r\ntransfer-encoding: chunked\r\n\r\n"), byte=b"zz\r\n"),
+                            "timed out after 2 s"),  # aiohttp 3.14 never wakes the reader
     "bad UTF-8 event": ("/completions", sse_events(2, raw=b'data: {"x": "\xff\xfe"}\n\n'),
                         "not UTF-8"),
 }  # fmt: skip
