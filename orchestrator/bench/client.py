@@ -140,7 +140,6 @@ class Client:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=stall_s, sock_connect=stall_s)
         tracing = aiohttp.TraceConfig()
         tracing.on_connection_reuseconn.append(_mark_reused)
-        self.stall_s = stall_s
         self._settings: dict[str, Any] = {
             "headers": headers,
             "timeout": timeout,

@@ -45,7 +45,8 @@ def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
     row = re.search(rf"^\s+4 \| +\d+ \| +\d+ \| +n/a \| +({NUMBER}) \| +n/a$", out, re.M)
     assert row is not None, out
     assert float(row.group(1)) > 0
-    timing = re.search(rf"^\s+ours \|(?: +{NUMBER} \|){{4}} +{NUMBER}$", out, re.M)
+    # client | TTFT | TTFT - injected | ITL | ITL - injected | server gap | ITL error
+    timing = re.search(rf"^\s+ours \|(?: +{NUMBER} \|){{6}} +{NUMBER}$", out, re.M)
     assert timing is not None, out
 
 

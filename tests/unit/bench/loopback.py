@@ -67,6 +67,10 @@ class Counters:
     """Generation requests received, including hung-up ones."""
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    chunk_gap_sum_s: float = 0.0
+    chunk_gaps: int = 0
+    """Gaps between the content chunks as actually written (sleeps overshoot under load): the
+    truth a client's inter-token latency is measured against."""
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -192,7 +196,7 @@ class LoopbackServer:
         b, c = self.behaviour, self.counters
         began = time.perf_counter()
         await asyncio.sleep(b.first_token_delay)
-        first = time.perf_counter()
+        first = last = time.perf_counter()
         sent = 0
         while sent < max_tokens:
             if b.error_after is not None and sent >= b.error_after:
@@ -211,6 +215,11 @@ class LoopbackServer:
                     c.draft_tokens += b.draft_tokens_per_step
                     c.accepted += n - 1
             words = (b.repeat or f"{b.word}{sent + i}" for i in range(n))
+            written = time.perf_counter()
+            if sent:
+                c.chunk_gap_sum_s += written - last
+                c.chunk_gaps += 1
+            last = written
             await _event(writer, _chunk("".join(f"{w} " for w in words), chat))
             sent += n
         c.finished += 1
@@ -227,6 +236,8 @@ class LoopbackServer:
     def _metrics(self) -> str:
         c, b = self.counters, self.behaviour
         lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running 0"]
+        lines.append(f"loopback_chunk_gap_seconds_sum {c.chunk_gap_sum_s}")
+        lines.append(f"loopback_chunk_gap_seconds_count {c.chunk_gaps}")
         for phase, total in (("prefill", c.prefill_s), ("decode", c.decode_s)):
             lines.append(f"vllm:request_{phase}_time_seconds_sum {total}")
             lines.append(f"vllm:request_{phase}_time_seconds_count {c.finished}.0")
