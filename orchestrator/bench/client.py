@@ -1,12 +1,11 @@
-"""One streamed request to an OpenAI-compatible endpoint, timed; the endpoint probe; and the
-bounded reads of /v1/models and /metrics.
+"""One streamed request to an OpenAI-compatible endpoint, timed; and the endpoint probe.
 
 `stream_request` never raises for what the server does (refused connection, HTTP error, a body
 that is not an OpenAI stream, an error event or stall mid-stream, a timeout, a flood): it returns
 a failed `RequestResult` whose `error` says what happened. Only cancellation propagates. Every
 exchange has a total deadline and a byte cap, and everything the server says is decoded
-defensively (`orchestrator.bench.safe`). `aiohttp` is imported here, and this module is imported
-only on the bench code path (CLI start-up stays fast).
+defensively (`orchestrator.bench.safe`). `aiohttp` is imported here and in `connection`, which
+are imported only on the bench code path (CLI start-up stays fast).
 """
 
 from __future__ import annotations
@@ -16,30 +15,27 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace, TracebackType
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.http_exceptions import HttpProcessingError
 
+from orchestrator.bench.connection import (
+    SMALL_READ_TIMEOUT_S,
+    TRANSPORT_ERRORS,
+    Attempt,
+    Client,
+    TooLarge,
+    describe,
+    get_small,
+    nothing_received,
+    read_capped,
+)
 from orchestrator.bench.safe import BadJson, decode_json, printable
 from orchestrator.bench.workload import WorkItem
 from orchestrator.errors import BenchError
 
 Api = Literal["completions", "chat"]
 Clock = Callable[[], float]
-_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-KEEPALIVE_S: Final = 4.0
-"""Idle keep-alive connections are dropped after this long, below the servers' own idle timeout
-(vLLM: uvicorn's 5 s, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/envs.py#L1143-L1145),
-so a connection the server is about to close is rarely reused; `stream_request` retries the rest."""
-SMALL_READ_TIMEOUT_S: Final = 10.0
-"""Total deadline of a /v1/models or /metrics read (capped by --timeout); a healthy server
-answers them in milliseconds."""
-MAX_SMALL_BODY_BYTES: Final = 16 << 20
-"""Cap on a /v1/models or /metrics body (a hub's whole model list is ~1 MB)."""
 MAX_ERROR_BODY_BYTES: Final = 64 << 10
 MAX_SSE_LINE_BYTES: Final = 1 << 20
 """Cap on one SSE line: a chunk carries a few tokens, a few hundred bytes."""
@@ -49,9 +45,6 @@ bytes, and the bench does not ask for logprobs."""
 _ERROR_SHOWN_CHARS: Final = 300
 _MAX_MODEL_ID_CHARS: Final = 512
 _JSON_HEADERS: Final = {"Content-Type": "application/json"}
-TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError)
-"""What a broken connection or a malformed HTTP message raises (aiohttp reports a parse error
-in a body as its HttpProcessingError, which is not a ClientError)."""
 
 
 @dataclass(frozen=True)
@@ -128,69 +121,10 @@ class RequestResult:
         return self.output_tokens / self.latency_s if self.ok and self.latency_s > 0 else None
 
 
-class Client:
-    """One arm's HTTP client: a pool of keep-alive connections for the level, and fresh
-    one-shot connections for the retry of a request whose reused connection the server closed."""
-
-    def __init__(self, endpoint: Endpoint, concurrency: int, stall_s: float) -> None:
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
-        local = (urlsplit(endpoint.base_url).hostname or "") in _LOOPBACK
-        # A read that waits longer than the stall timeout is a stall; a connection that takes
-        # longer than that to open counts as unreachable (each request also has a total deadline).
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=stall_s, sock_connect=stall_s)
-        tracing = aiohttp.TraceConfig()
-        tracing.on_connection_reuseconn.append(_mark_reused)
-        self._settings: dict[str, Any] = {
-            "headers": headers,
-            "timeout": timeout,
-            "trust_env": not local,  # never route loopback through a proxy from the environment
-        }
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=concurrency + 2, keepalive_timeout=KEEPALIVE_S),
-            trace_configs=[tracing],
-            **self._settings,
-        )
-        self._fresh: aiohttp.ClientSession | None = None
-
-    @property
-    def fresh(self) -> aiohttp.ClientSession:
-        """A session whose every request opens, and then closes, its own connection."""
-        if self._fresh is None:
-            connector = aiohttp.TCPConnector(force_close=True, limit=0)
-            self._fresh = aiohttp.ClientSession(connector=connector, **self._settings)
-        return self._fresh
-
-    async def aclose(self) -> None:
-        await self.session.close()
-        if self._fresh is not None:
-            await self._fresh.close()
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
 def make_client(endpoint: Endpoint, concurrency: int, stall_s: float) -> Client:
     """An HTTP client for one arm: enough connections for the level, read timeout = stall.
     Call it inside the event loop that uses it."""
-    return Client(endpoint, concurrency, stall_s)
-
-
-async def _mark_reused(
-    _session: aiohttp.ClientSession, context: SimpleNamespace, _params: object
-) -> None:
-    mark = context.trace_request_ctx
-    if isinstance(mark, _Attempt):
-        mark.reused = True
-
-
-@dataclass
-class _Attempt:
-    reused: bool = False
+    return Client(endpoint.base_url, endpoint.api_key, concurrency, stall_s)
 
 
 def request_body(
@@ -266,13 +200,13 @@ async def _send(client: Client, url: str, payload: bytes, trace: _Trace, clock: 
     """POST once; again on a fresh connection when a reused one was found closed before any
     response byte arrived (the server had dropped it while idle). Never after a response byte,
     and never when the failed connection was already fresh."""
-    attempt = _Attempt()
+    attempt = Attempt()
     try:
         response = await client.session.post(
             url, data=payload, headers=_JSON_HEADERS, trace_request_ctx=attempt
         )
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        if not (attempt.reused and _nothing_received(exc)):
+        if not (attempt.reused and nothing_received(exc)):
             raise
         trace.retried = True
         trace.start = clock()  # the retry's own time: the dead connection cost the server nothing
@@ -280,20 +214,6 @@ async def _send(client: Client, url: str, payload: bytes, trace: _Trace, clock: 
     trace.answered = True
     async with response:
         await _read_stream(response, url, trace, clock)
-
-
-def describe(exc: BaseException) -> str:
-    """A short, printable account of a transport error (aiohttp's reprs carry whole requests)."""
-    message = getattr(exc, "message", None) or str(exc) or "no detail"
-    return printable(f"{type(exc).__name__}: {message}", 200)
-
-
-def _nothing_received(exc: aiohttp.ClientError) -> bool:
-    """The exchange failed before any byte of a response was parsed: a clean close with no
-    partial message, or a reset / broken pipe while sending or waiting."""
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return exc.message in (None, "Server disconnected")
-    return isinstance(exc, aiohttp.ClientOSError)
 
 
 @dataclass
@@ -397,14 +317,14 @@ async def _read_stream(
     pending = b""
     async for data in response.content.iter_any():
         now = clock()
-        received += len(data)
-        if received > budget:
-            trace.fail(f"flood: the stream sent over {budget} bytes for {trace.max_tokens} tokens")
-            return
         lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
         pending = lines.pop()
         if len(pending) > MAX_SSE_LINE_BYTES:
             trace.fail(f"not an OpenAI stream: a line runs over {MAX_SSE_LINE_BYTES} bytes")
+            return
+        received += len(data)
+        if received > budget:
+            trace.fail(f"flood: the stream sent over {budget} bytes for {trace.max_tokens} tokens")
             return
         if trace.done:
             continue  # after [DONE], read to the end so the connection is kept alive
@@ -454,39 +374,6 @@ def _chunk_text(event: dict[str, Any], api: Api) -> str:
     # Reasoning models stream thinking in a separate field; it costs decode time all the same.
     parts = (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"))
     return "".join(p for p in parts if isinstance(p, str))
-
-
-class TooLarge(Exception):
-    """A response body ran over its byte cap."""
-
-
-async def read_capped(
-    response: aiohttp.ClientResponse, cap: int, *, truncate: bool = False
-) -> bytes:
-    """The body, at most `cap` bytes: TooLarge beyond that, or the first `cap` bytes when
-    `truncate` (the connection is then dropped, not reused)."""
-    blocks: list[bytes] = []
-    size = 0
-    async for block in response.content.iter_any():
-        size += len(block)
-        blocks.append(block)
-        if size > cap:
-            response.close()
-            if truncate:
-                return b"".join(blocks)[:cap]
-            raise TooLarge(f"the body runs over {cap} bytes")
-    return b"".join(blocks)
-
-
-async def get_small(client: Client, url: str, deadline_s: float) -> tuple[int, bytes]:
-    """GET a small document (status, body) within a total deadline and a byte cap; raises
-    asyncio.TimeoutError, TooLarge, or one of TRANSPORT_ERRORS."""
-
-    async def get() -> tuple[int, bytes]:
-        async with client.session.get(url) as response:
-            return response.status, await read_capped(response, MAX_SMALL_BODY_BYTES)
-
-    return await asyncio.wait_for(get(), deadline_s)
 
 
 async def resolve_model(

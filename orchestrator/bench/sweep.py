@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.bench import client as http
-from orchestrator.bench.client import Client, Endpoint, RequestResult, Sampling
+from orchestrator.bench import connection
+from orchestrator.bench.client import Endpoint, RequestResult, Sampling
+from orchestrator.bench.connection import Client
 from orchestrator.bench.metrics import Acceptance, PhaseTimes, acceptance, parse_prometheus
 from orchestrator.bench.metrics import phase_times as phases_of
 from orchestrator.bench.safe import printable
@@ -32,7 +34,7 @@ from orchestrator.bench.workload import WorkItem, Workload
 
 Progress = Callable[[str], None]
 PredictionOn = Literal["candidate", "both"]
-_READ_ERRORS = (asyncio.TimeoutError, http.TooLarge, *http.TRANSPORT_ERRORS)
+_READ_ERRORS = (asyncio.TimeoutError, connection.TooLarge, *connection.TRANSPORT_ERRORS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +65,7 @@ class SweepConfig:
     @property
     def small_read_s(self) -> float:
         """Total deadline of a /v1/models or /metrics read."""
-        return min(self.timeout_s, http.SMALL_READ_TIMEOUT_S)
+        return min(self.timeout_s, connection.SMALL_READ_TIMEOUT_S)
 
     def sends_prediction(self, endpoint: Endpoint) -> bool:
         return self.prediction_on == "both" or endpoint.label == "candidate"
@@ -340,7 +342,7 @@ async def _open_connections(
 
     async def one() -> None:
         with contextlib.suppress(*_READ_ERRORS):  # the level's own requests say what is wrong
-            await http.get_small(client, endpoint.api_root + "/models", deadline_s)
+            await connection.get_small(client, endpoint.api_root + "/models", deadline_s)
 
     await asyncio.gather(*(one() for _ in range(count)))
 
@@ -352,11 +354,11 @@ async def _scrape(
         return None, "metrics scraping disabled"
     url = endpoint.metrics_url
     try:
-        status, body = await http.get_small(client, url, config.small_read_s)
+        status, body = await connection.get_small(client, url, config.small_read_s)
     except asyncio.TimeoutError:
         return None, f"cannot read {url}: no complete answer within {config.small_read_s:g} s"
     except _READ_ERRORS as exc:
-        return None, f"cannot read {url}: {http.describe(exc)}"
+        return None, f"cannot read {url}: {connection.describe(exc)}"
     if status != 200:
         return None, f"{url} answered HTTP {status}"
     return parse_prometheus(body.decode("utf-8", "replace")), None

@@ -234,6 +234,15 @@ class TestBadConditions:
         assert count == 4 and "error event mid-stream after N tokens" in cause
         assert "failed-requests" in {w.code for w in verdict.warnings}
 
+    def test_servers_that_close_every_connection_unannounced_fail_no_request(
+        self, start_server: StartServer
+    ) -> None:
+        cand, base = start_server(close_silently=True), start_server(close_silently=True)
+        config = SweepConfig(concurrency=(1, 4), requests=24, max_tokens=4)
+        record = run_sweep(*arms(cand.url, base.url), CHAT, config)
+        assert [r.error for arm in record.arms for r in arm.results if not r.ok] == []
+        assert cand.counters.posts == base.counters.posts == 1 + 2 * 24
+
     def test_level_time_limit_bounds_a_slow_level(self, start_server: StartServer) -> None:
         slow = start_server(step_delay=lambda active: 0.05)
         config = SweepConfig(concurrency=(2,), requests=1000, max_tokens=8, level_time_limit_s=0.2)
