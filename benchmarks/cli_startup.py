@@ -32,7 +32,15 @@ PYDANTIC_FLOOR = [
     "class Floor(pydantic.BaseModel):\n    replicas: int = pydantic.Field(ge=1)\n"
     "Floor(replicas=1)",
 ]
-HEAVY = ("kubernetes", "docker", "huggingface_hub", "httpx", "matplotlib", "jinja2.compiler")
+HEAVY = (
+    "kubernetes",
+    "docker",
+    "huggingface_hub",
+    "httpx",
+    "aiohttp",
+    "matplotlib",
+    "jinja2.compiler",
+)
 
 
 def timed(argv: list[str]) -> float:

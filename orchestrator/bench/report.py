@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.bench.client import Endpoint
+from orchestrator.bench.safe import printable
 from orchestrator.bench.stats import Distribution, Ratio
 from orchestrator.bench.summary import ArmSummary
 from orchestrator.bench.sweep import SweepRecord
@@ -59,6 +61,7 @@ def to_json(record: SweepRecord, verdict: Verdict) -> dict[str, Any]:
             "timeout_s": config.timeout_s,
             "stall_s": config.stall_s,
             "level_time_limit_s": config.level_time_limit_s,
+            "prediction_on": config.prediction_on,
         },
         "levels": [_level(lv) for lv in verdict.levels],
         "crossover": dataclasses.asdict(verdict.crossover),
@@ -102,9 +105,9 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
     lines = [
         "# Speculative decoding A/B",
         "",
-        f"- candidate: `{record.candidate.api_root}` model `{record.candidate.model}`",
-        f"- baseline: `{record.baseline.api_root}` model `{record.baseline.model}`",
-        f"- workload: {record.workload.name} ({record.workload.description})",
+        f"- candidate: {_code(record.candidate.api_root)} model {_code(record.candidate.model)}",
+        f"- baseline: {_code(record.baseline.api_root)} model {_code(record.baseline.model)}",
+        f"- workload: {_text(record.workload.name)} ({_text(record.workload.description)})",
         f"- sampling: temperature {record.config.sampling.temperature}, "
         f"{record.config.requests} requests per arm per level, max_tokens "
         f"{record.config.max_tokens}",
@@ -114,9 +117,12 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
             f"- load: open loop, Poisson arrivals (seed {record.config.arrival_seed}, the same "
             "schedule for both arms)"
         )
+    prediction = _prediction_line(record)
+    if prediction:
+        lines.append(prediction)
     if record.interrupted:
         lines.append("- **interrupted: partial results**")
-    lines += ["", *[f"> **warning ({w.code})**: {w.message}" for w in verdict.warnings]]
+    lines += ["", *[f"> **warning ({w.code})**: {_text(w.message)}" for w in verdict.warnings]]
     lines += ["", "## Verdict per load", "", *_verdict_table(verdict), ""]
     lines += ["## Latency and throughput", "", *_latency_table(verdict), ""]
     phases = _phase_table(verdict)
@@ -131,6 +137,41 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _prediction_line(record: SweepRecord) -> str | None:
+    has_predictions = any(item.prediction is not None for item in record.workload.items)
+    if not has_predictions:
+        return None
+    if record.candidate.api != "chat":
+        return "- prediction: not sent (Predicted Outputs exist only in the chat API; use --chat)"
+    if record.config.prediction_on == "candidate":
+        return (
+            "- prediction: sent to the **candidate only** (OpenAI Predicted Outputs); the "
+            "baseline gets the same requests without it, so the speedup is what the prediction "
+            "buys on the candidate endpoint"
+        )
+    return "- prediction: sent to both arms (OpenAI Predicted Outputs)"
+
+
+_MARKDOWN_SPECIAL: Final = frozenset("\\`*_[]<>|#&")
+
+
+def _text(text: str) -> str:
+    """Plain Markdown text of a string that may come from a server or a file: printable, and
+    with every character that Markdown or HTML would interpret escaped."""
+    shown = printable(text, 2000)
+    return "".join(f"\\{c}" if c in _MARKDOWN_SPECIAL else c for c in shown)
+
+
+def _code(text: str) -> str:
+    """An inline code span holding `text` literally (printable, fenced by more backticks than
+    it contains in a row, as CommonMark allows)."""
+    shown = printable(text, 2000)
+    longest = max((len(run) for run in re.findall("`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") or not shown else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 def _load_header(verdict: Verdict) -> str:

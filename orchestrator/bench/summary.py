@@ -57,6 +57,13 @@ class ArmSummary:
     mean_acceptance_length: float | None
     phases: PhaseTimes | None
     metrics_note: str | None
+    mean_in_flight: float | None = None
+    """Requests in flight, averaged over the level's wall time: the load the server really
+    held (a closed-loop level holds its concurrency only while every client has a request)."""
+    retried: int = 0
+    """Requests sent again on a fresh connection after the server had closed a reused one."""
+    usage_distrusted: int = 0
+    """Requests whose `usage.completion_tokens` was not believed (chunks counted instead)."""
 
     @property
     def load_text(self) -> str:
@@ -96,6 +103,9 @@ def summarize(arm: ArmLevel, slo: Slo | None = None) -> ArmSummary:
         mean_acceptance_length=None if accept is None else accept.mean_acceptance_length,
         phases=arm.phases,
         metrics_note=arm.metrics_note,
+        mean_in_flight=sum(r.latency_s for r in arm.results) / wall if arm.results else None,
+        retried=sum(r.retried for r in arm.results),
+        usage_distrusted=sum(r.usage_note is not None for r in arm.results),
     )
 
 

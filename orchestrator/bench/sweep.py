@@ -21,20 +21,23 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import httpx
+from typing import Literal
 
 from orchestrator.bench import client as http
+from orchestrator.bench import connection
 from orchestrator.bench.client import Endpoint, RequestResult, Sampling
+from orchestrator.bench.connection import Client
 from orchestrator.bench.metrics import Acceptance, PhaseTimes, acceptance, parse_prometheus
 from orchestrator.bench.metrics import phase_times as phases_of
+from orchestrator.bench.safe import printable
 from orchestrator.bench.workload import WorkItem, Workload
 
 Progress = Callable[[str], None]
-_SCRAPE_TIMEOUT_S = 5.0
+PredictionOn = Literal["candidate", "both"]
+_READ_ERRORS = (asyncio.TimeoutError, connection.TooLarge, *connection.TRANSPORT_ERRORS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepConfig:
     """How hard and how long to drive each arm."""
 
@@ -55,6 +58,17 @@ class SweepConfig:
     scrape_metrics: bool = True
     arrival_seed: int = 0
     """Seed of the open-loop arrival schedules (one schedule per rate, shared by both arms)."""
+    prediction_on: PredictionOn = "both"
+    """Which arms get the work items' `prediction` (OpenAI Predicted Outputs, chat API only):
+    "candidate" measures what a prediction buys on one endpoint, serving as both arms."""
+
+    @property
+    def small_read_s(self) -> float:
+        """Total deadline of a /v1/models or /metrics read."""
+        return min(self.timeout_s, connection.SMALL_READ_TIMEOUT_S)
+
+    def sends_prediction(self, endpoint: Endpoint) -> bool:
+        return self.prediction_on == "both" or endpoint.label == "candidate"
 
     def levels(self) -> list[tuple[int, float | None]]:
         """(concurrency, request rate) per level, in sweep order. An open-loop level's
@@ -167,13 +181,19 @@ async def _sweep(record: SweepRecord, progress: Progress) -> None:
 
 
 async def _prepare(
-    client: httpx.AsyncClient, endpoint: Endpoint, record: SweepRecord, progress: Progress
+    client: Client, endpoint: Endpoint, record: SweepRecord, progress: Progress
 ) -> Endpoint:
     """Resolve the model name when not given and send one probe request (also a warm-up)."""
+    config = record.config
     if not endpoint.model:
-        model = await http.resolve_model(client, endpoint.base_url, endpoint.label)
+        model = await http.resolve_model(
+            client, endpoint.base_url, endpoint.label, config.small_read_s
+        )
         endpoint = dataclasses.replace(endpoint, model=model)
-    body = http.request_body(endpoint, record.workload.items[0], record.config.sampling, 8)
+    item = record.workload.items[0]
+    body = http.request_body(
+        endpoint, item, config.sampling, 8, prediction=config.sends_prediction(endpoint)
+    )
     result = await http.stream_request(
         client,
         endpoint,
@@ -183,12 +203,12 @@ async def _prepare(
         level_start=time.perf_counter(),
     )
     http.check_usable(result, endpoint)
-    progress(f"{endpoint.label}: {endpoint.api_root} serves {endpoint.model!r}")
+    progress(f"{endpoint.label}: {endpoint.api_root} serves {printable(repr(endpoint.model))}")
     return endpoint
 
 
 async def _run_arm_level(
-    client: httpx.AsyncClient,
+    client: Client,
     endpoint: Endpoint,
     concurrency: int,
     rate: float | None,
@@ -196,8 +216,8 @@ async def _run_arm_level(
     progress: Progress,
 ) -> ArmLevel:
     config = record.config
-    await _open_connections(client, endpoint, concurrency)
-    before, note = await _scrape(client, endpoint, config.scrape_metrics)
+    await _open_connections(client, endpoint, concurrency, config.small_read_s)
+    before, note = await _scrape(client, endpoint, config)
     sink = record.start(endpoint.label, concurrency, rate)
     began = time.perf_counter()
     items = record.workload.items
@@ -206,7 +226,7 @@ async def _run_arm_level(
     else:
         await _drive_open_loop(client, endpoint, rate, items, config, sink, began)
     wall = time.perf_counter() - began
-    after, note_after = await _scrape(client, endpoint, config.scrape_metrics)
+    after, note_after = await _scrape(client, endpoint, config)
     accept = acceptance(before, after) if before is not None and after is not None else None
     phases = phases_of(before, after) if before is not None and after is not None else None
     arm = ArmLevel(
@@ -225,7 +245,7 @@ async def _run_arm_level(
 
 
 async def _drive(
-    client: httpx.AsyncClient,
+    client: Client,
     endpoint: Endpoint,
     concurrency: int,
     items: tuple[WorkItem, ...],
@@ -248,7 +268,7 @@ async def _drive(
 
 
 async def _drive_open_loop(
-    client: httpx.AsyncClient,
+    client: Client,
     endpoint: Endpoint,
     rate: float,
     items: tuple[WorkItem, ...],
@@ -283,7 +303,7 @@ def arrival_offsets(rate: float, count: int, seed: int) -> list[float]:
 
 
 async def _one_request(
-    client: httpx.AsyncClient,
+    client: Client,
     endpoint: Endpoint,
     number: int,
     items: tuple[WorkItem, ...],
@@ -293,7 +313,13 @@ async def _one_request(
     due: float | None = None,
 ) -> None:
     index = number % len(items)
-    body = http.request_body(endpoint, items[index], config.sampling, config.max_tokens)
+    body = http.request_body(
+        endpoint,
+        items[index],
+        config.sampling,
+        config.max_tokens,
+        prediction=config.sends_prediction(endpoint),
+    )
     result = await http.stream_request(
         client,
         endpoint,
@@ -301,34 +327,41 @@ async def _one_request(
         timeout_s=config.timeout_s,
         stall_s=config.stall_s,
         level_start=began,
+        item=index,
+        due_s=due,
     )
-    sink.append(dataclasses.replace(result, item=index, due_s=due))
+    sink.append(result)
 
 
-async def _open_connections(client: httpx.AsyncClient, endpoint: Endpoint, count: int) -> None:
+async def _open_connections(
+    client: Client, endpoint: Endpoint, count: int, deadline_s: float
+) -> None:
     """Open `count` keep-alive connections (concurrent GET /v1/models) before timing a level, so
     connection set-up (and the resolver thread pool's start) is not charged to the first
     requests' TTFT; measured as up to 45 ms extra per new connection on loopback."""
 
     async def one() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            await client.get(endpoint.api_root + "/models", timeout=_SCRAPE_TIMEOUT_S)
+        with contextlib.suppress(*_READ_ERRORS):  # the level's own requests say what is wrong
+            await connection.get_small(client, endpoint.api_root + "/models", deadline_s)
 
     await asyncio.gather(*(one() for _ in range(count)))
 
 
 async def _scrape(
-    client: httpx.AsyncClient, endpoint: Endpoint, enabled: bool
+    client: Client, endpoint: Endpoint, config: SweepConfig
 ) -> tuple[dict[str, float] | None, str | None]:
-    if not enabled:
+    if not config.scrape_metrics:
         return None, "metrics scraping disabled"
+    url = endpoint.metrics_url
     try:
-        response = await client.get(endpoint.metrics_url, timeout=_SCRAPE_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        return None, f"cannot read {endpoint.metrics_url}: {exc!r}"
-    if response.status_code != 200:
-        return None, f"{endpoint.metrics_url} answered HTTP {response.status_code}"
-    return parse_prometheus(response.text), None
+        status, body = await connection.get_small(client, url, config.small_read_s)
+    except asyncio.TimeoutError:
+        return None, f"cannot read {url}: no complete answer within {config.small_read_s:g} s"
+    except _READ_ERRORS as exc:
+        return None, f"cannot read {url}: {connection.describe(exc)}"
+    if status != 200:
+        return None, f"{url} answered HTTP {status}"
+    return parse_prometheus(body.decode("utf-8", "replace")), None
 
 
 def _summary(arm: ArmLevel) -> str:

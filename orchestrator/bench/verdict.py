@@ -33,6 +33,10 @@ BEHIND_SCHEDULE_SHARE: Final = 0.8
 """Open loop: share of the schedule's arrival rate below which the client's actual start rate
 means the server saw less load than the level's label (the event loop was busy starting and
 reading streams; a constant lag alone does not lower the load, a growing one does)."""
+UNDERLOAD_SHARE: Final = 0.75
+"""Closed loop: share of the labelled concurrency below which the mean number of requests in
+flight means the server held less load than the label says (too few requests per client, so
+the level spends much of its time draining; or fewer requests than clients)."""
 COARSE_STREAM_TOKENS_PER_CHUNK: Final = 2.0
 """Tokens per streamed chunk above which a non-speculative arm's TPOT/ITL measure buffering,
 not decoding (a plain decoder emits one token per step; only speculation commits several)."""
@@ -84,7 +88,7 @@ class Crossover:
 
 
 @dataclass(frozen=True)
-class Warning:
+class BenchWarning:
     """Something the reader must not miss."""
 
     code: str
@@ -97,7 +101,7 @@ class Verdict:
 
     levels: tuple[LevelVerdict, ...]
     crossover: Crossover
-    warnings: tuple[Warning, ...]
+    warnings: tuple[BenchWarning, ...]
 
 
 def judge(record: SweepRecord, slo: Slo | None = None) -> Verdict:
@@ -214,22 +218,24 @@ def _noise(levels: Sequence[LevelVerdict]) -> str:
 
 def _warnings(
     record: SweepRecord, levels: Sequence[LevelVerdict], greedy: bool
-) -> tuple[Warning, ...]:
-    found: list[Warning] = []
+) -> tuple[BenchWarning, ...]:
+    found: list[BenchWarning] = []
     found += _acceptance_warnings(levels)
     found += _degenerate_warnings(record)
     found += _coarse_stream_warnings(record)
     found += _schedule_warnings(record)
+    found += _underload_warnings(levels, record.config.requests)
+    found += _usage_warnings(levels)
     found += _failure_warnings(levels)
     if greedy:
         found += _agreement_warnings(levels)
     if record.interrupted:
-        found.append(Warning("interrupted", "the sweep was interrupted; results are partial"))
+        found.append(BenchWarning("interrupted", "the sweep was interrupted; results are partial"))
     return tuple(found)
 
 
-def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
-    found: list[Warning] = []
+def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     cand = [lv.candidate for lv in levels if lv.candidate is not None]
     lengths = [(a.load_text, a.mean_acceptance_length) for a in cand]
     low = [(at, length) for at, length in lengths if length is not None]
@@ -237,7 +243,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     if low:
         at, length = low[0]
         found.append(
-            Warning(
+            BenchWarning(
                 "mispairing",
                 f"LIKELY MISPAIRING: candidate mean acceptance length {length:.2f} at "
                 f"{at} (≈ 1.0 means the target rejects almost every drafted token). Check that the "
@@ -249,7 +255,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
         )
     if cand and all(length is None for _, length in lengths):
         found.append(
-            Warning(
+            BenchWarning(
                 "no-acceptance-metrics",
                 "the candidate exposes no speculative-decoding metrics at /metrics: either it "
                 "does not speculate, or metrics are off (SGLang: --enable-metrics)",
@@ -258,7 +264,7 @@ def _acceptance_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     base = [lv.baseline for lv in levels if lv.baseline is not None]
     if any(a.mean_acceptance_length is not None for a in base):
         found.append(
-            Warning(
+            BenchWarning(
                 "baseline-speculates",
                 "CONFOUNDED A/B: the baseline reports speculative-decoding activity; it must be "
                 "the same target without a proposer",
@@ -278,14 +284,14 @@ def is_degenerate(text: str) -> bool:
     return len(set(trigrams)) / len(trigrams) < _MIN_DISTINCT_TRIGRAMS
 
 
-def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _degenerate_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for label in (record.candidate.label, record.baseline.label):
         texts = [r.text for a in record.arms if a.label == label for r in a.results if r.ok]
         bad = sum(is_degenerate(t) for t in texts)
         if texts and bad / len(texts) >= DEGENERATE_SHARE:
             found.append(
-                Warning(
+                BenchWarning(
                     "degenerate-output",
                     f"{label}: {bad} of {len(texts)} outputs repeat themselves (looping text); "
                     "repetition inflates acceptance and speed, so these figures overstate what "
@@ -295,8 +301,8 @@ def _degenerate_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _coarse_stream_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for arm in record.arms:
         if arm.label != record.baseline.label:
             continue
@@ -305,7 +311,7 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
         tokens = sum(r.output_tokens for r in ok)
         if chunks and tokens / chunks > COARSE_STREAM_TOKENS_PER_CHUNK:
             found.append(
-                Warning(
+                BenchWarning(
                     "coarse-stream",
                     f"{arm.label} at {arm.load_text} streamed {tokens} tokens in {chunks} chunks "
                     f"({tokens / chunks:.1f} per chunk) without speculation: the "
@@ -316,8 +322,8 @@ def _coarse_stream_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _schedule_warnings(record: SweepRecord) -> list[Warning]:
-    found: list[Warning] = []
+def _schedule_warnings(record: SweepRecord) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for arm in record.arms:
         if arm.request_rate is None:
             continue
@@ -329,7 +335,7 @@ def _schedule_warnings(record: SweepRecord) -> list[Warning]:
         if scheduled <= 0 or actual <= 0 or scheduled / actual >= BEHIND_SCHEDULE_SHARE:
             continue
         found.append(
-            Warning(
+            BenchWarning(
                 "behind-schedule",
                 f"{arm.label} at {arm.request_rate:g} req/s: its {len(pairs)} requests started "
                 f"over {actual * 1000:.0f} ms where the schedule spread them over "
@@ -341,15 +347,61 @@ def _schedule_warnings(record: SweepRecord) -> list[Warning]:
     return found
 
 
-def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
-    found: list[Warning] = []
+def _underload_warnings(levels: Sequence[LevelVerdict], requests: int) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
+    for lv in levels:
+        if lv.request_rate is not None or lv.concurrency < 2:
+            continue
+        arms = [a for a in (lv.candidate, lv.baseline) if a is not None and a.complete]
+        held = [a.mean_in_flight for a in arms if a.mean_in_flight is not None]
+        if not held or min(held) >= UNDERLOAD_SHARE * lv.concurrency:
+            continue
+        cause = (
+            f"its {requests} requests can never put {lv.concurrency} in flight"
+            if requests < lv.concurrency
+            else f"with {requests} requests for {lv.concurrency} clients it spent much of its "
+            "time with fewer in flight"
+        )
+        found.append(
+            BenchWarning(
+                "under-loaded",
+                f"{lv.load_text} is a label the server never held: {cause} (mean "
+                f"{min(held):.1f} in flight, {min(held) / lv.concurrency:.0%}); its figures "
+                f"describe a lighter load. Raise --requests to at least {4 * lv.concurrency} "
+                "(several per client), or drop the level",
+            )
+        )
+    return found
+
+
+def _usage_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
+    for lv in levels:
+        for arm in (lv.candidate, lv.baseline):
+            if arm is None or not arm.usage_distrusted:
+                continue
+            found.append(
+                BenchWarning(
+                    "usage-distrusted",
+                    f"{arm.label} at {arm.load_text}: {arm.usage_distrusted} of {arm.sent} "
+                    "responses reported a usage.completion_tokens that cannot be true (not an "
+                    "integer, fewer than the streamed text chunks, or more than max_tokens); "
+                    "their streamed chunks were counted instead, which undercounts when a "
+                    "chunk holds several tokens",
+                )
+            )
+    return found
+
+
+def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
+    found: list[BenchWarning] = []
     for lv in levels:
         for arm in (lv.candidate, lv.baseline):
             if arm is None or not arm.failed:
                 continue
             cause, count = arm.errors[0]
             found.append(
-                Warning(
+                BenchWarning(
                     "failed-requests",
                     f"{arm.label} at {arm.load_text}: {arm.failed} of {arm.sent} "
                     f"requests failed (most often, {count}×: {cause})",
@@ -358,7 +410,7 @@ def _failure_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     return found
 
 
-def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
+def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[BenchWarning]:
     low = [lv for lv in levels if lv.output_agreement is not None]
     low = [
         lv for lv in low if lv.output_agreement is not None and lv.output_agreement < _LOW_AGREEMENT
@@ -368,7 +420,7 @@ def _agreement_warnings(levels: Sequence[LevelVerdict]) -> list[Warning]:
     lv = low[0]
     share = lv.output_agreement or 0.0
     return [
-        Warning(
+        BenchWarning(
             "outputs-differ",
             f"greedy outputs agree on only {share:.0%} of prompts at "
             f"{lv.load_text}; speculation is lossless, so the arms probably do not serve the "

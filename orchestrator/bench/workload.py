@@ -9,12 +9,12 @@ accept), `chat` asks open questions (little to copy). Built-in sets are determin
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from orchestrator.bench.safe import BadJson, decode_json, printable
 from orchestrator.errors import OrchestratorError
 
 
@@ -56,6 +56,8 @@ class Workload:
 BUILTIN_NAMES: Final = ("code-edit", "chat")
 _BUILTIN_SIZE: Final = 64
 _SEED: Final = 20230518  # fixed so both arms and every run see the same prompts
+MAX_WORKLOAD_BYTES: Final = 256 << 20
+MAX_ITEM_TOKENS: Final = (1 << 31) - 1
 
 
 def load_workload(spec: str) -> Workload:
@@ -74,13 +76,13 @@ def load_workload(spec: str) -> Workload:
 
 def _load_jsonl(path: Path) -> Workload:
     items: list[WorkItem] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _line_error(path, number, f"not JSON ({exc.msg})") from None
+            raw = decode_json(line)
+        except BadJson as exc:
+            raise _line_error(path, number, f"not JSON ({exc})") from None
         items.append(_item_from_json(raw, path, number))
     if not items:
         raise WorkloadError(
@@ -91,6 +93,18 @@ def _load_jsonl(path: Path) -> Workload:
     return Workload(path.stem, tuple(items), f"{len(items)} items from {path}")
 
 
+def _read(path: Path) -> bytes:
+    size = path.stat().st_size
+    if size > MAX_WORKLOAD_BYTES:
+        raise WorkloadError(
+            f"--workload {path}: {size} bytes, over the {MAX_WORKLOAD_BYTES} accepted",
+            why="the whole workload is held in memory and cycled through at every level",
+            fix="keep a representative sample of the requests (a few thousand lines)",
+        )
+    with path.open("rb") as handle:
+        return handle.read(MAX_WORKLOAD_BYTES + 1)
+
+
 def _item_from_json(raw: object, path: Path, number: int) -> WorkItem:
     if not isinstance(raw, dict):
         raise _line_error(path, number, "not a JSON object")
@@ -99,8 +113,11 @@ def _item_from_json(raw: object, path: Path, number: int) -> WorkItem:
         raise _line_error(path, number, f"unknown keys {sorted(unknown)}")
     prompt, messages = raw.get("prompt"), raw.get("messages")
     max_tokens, prediction = raw.get("max_tokens"), raw.get("prediction")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise _line_error(path, number, f"max_tokens={max_tokens!r} is not a positive integer")
+    if max_tokens is not None and (
+        type(max_tokens) is not int or not 1 <= max_tokens <= MAX_ITEM_TOKENS
+    ):
+        shown = printable(repr(max_tokens), 40)
+        raise _line_error(path, number, f"max_tokens={shown} is not a positive integer")
     if prediction is not None and not isinstance(prediction, str):
         raise _line_error(path, number, "prediction must be a string")
     if isinstance(prompt, str) and prompt:

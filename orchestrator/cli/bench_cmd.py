@@ -2,7 +2,7 @@
 (concurrency, or open-loop request rates).
 
 Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted (reports keep what was measured).
-The bench code (httpx, matplotlib) is imported inside the command, so CLI start-up stays fast.
+The bench code (aiohttp, matplotlib) is imported inside the command, so CLI start-up stays fast.
 """
 
 from __future__ import annotations
@@ -113,6 +113,14 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     show_default=True,
     help="Use /v1/chat/completions or /v1/completions.",
 )
+@click.option(
+    "--prediction-on",
+    type=click.Choice(["both", "candidate"]),
+    default="both",
+    show_default=True,
+    help="Which arms get the workload's `prediction` (OpenAI Predicted Outputs, with --chat): "
+    "'candidate' measures what it buys when one endpoint serves as both arms.",
+)
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0.0))
 @click.option("--top-p", default=None, type=click.FloatRange(0.0, 1.0))
 @click.option("--seed", default=None, type=int)
@@ -156,6 +164,7 @@ def bench(
     model: str | None,
     api_key_env: str | None,
     chat: bool,
+    prediction_on: Literal["both", "candidate"],
     temperature: float,
     top_p: float | None,
     seed: int | None,
@@ -189,6 +198,11 @@ def bench(
         raise click.UsageError(
             "--concurrency and --request-rate each choose the load to sweep; give one of them"
         )
+    if prediction_on == "candidate" and not chat:
+        raise click.UsageError(
+            "--prediction-on candidate: predictions are sent only with --chat (OpenAI Predicted "
+            "Outputs exist only in the chat API); add --chat"
+        )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
     key = _api_key(api_key_env)
     config = SweepConfig(
@@ -200,6 +214,7 @@ def bench(
         timeout_s=timeout,
         stall_s=stall_timeout,
         level_time_limit_s=level_time_limit,
+        prediction_on=prediction_on,
     )
     record = run_sweep(
         Endpoint("candidate", candidate_url, model or "", api, key),

@@ -4,8 +4,10 @@ It serves /v1/models, streamed /v1/completions and /v1/chat/completions, and /me
 spec-decode counters. Each decode step sleeps `step_delay(active)` seconds, where `active` is
 the number of requests streaming at that moment, and commits `tokens_per_step` tokens (one chunk),
 so a "speculative" server is one that commits several tokens per, slower, step. Faults:
-`not_openai`, `http_500`, `error_after`, `stall_after`, `close_after`. It runs its own event loop
-in a thread, so the code under test can call `asyncio.run` freely.
+`not_openai`, `http_500`, `error_after`, `stall_after`, `close_after`, `close_silently` (drop the
+connection after each response without saying so), `hangup` (drop generation requests after the
+first `hangup_after`, silently or after a partial status line). It runs its own event loop in a
+thread, so the code under test can call `asyncio.run` freely.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 StepDelay = Callable[[int], float]
 
@@ -41,6 +43,14 @@ class Behaviour:
     close_after: int | None = None
     stall_after_done: bool = False
     metrics: bool = True
+    close_silently: bool = False
+    hangup: Literal["silent", "partial"] | None = None
+    hangup_after: int = 0
+    usage: object = None
+    """Report this as usage.completion_tokens instead of the true count (a lying server)."""
+    prediction_tokens_per_step: int | None = None
+    """Tokens committed per step when the request's `prediction` is exactly the text this
+    server will generate (Predicted Outputs: the server verifies the predicted tokens)."""
 
 
 @dataclass
@@ -53,8 +63,14 @@ class Counters:
     peak_active: int = 0
     finished: int = 0
     connections: int = 0
+    posts: int = 0
+    """Generation requests received, including hung-up ones."""
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    chunk_gap_sum_s: float = 0.0
+    chunk_gaps: int = 0
+    """Gaps between the content chunks as actually written (sleeps overshoot under load): the
+    truth a client's inter-token latency is measured against."""
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -99,7 +115,7 @@ class LoopbackServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters.connections += 1
         try:
-            while await self._one_request(reader, writer):
+            while await self._one_request(reader, writer) and not self.behaviour.close_silently:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
@@ -134,6 +150,12 @@ class LoopbackServer:
         elif path == "/metrics" and b.metrics:
             await _send(writer, 200, "text/plain", self._metrics().encode())
         elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            self.counters.posts += 1
+            if b.hangup is not None and self.counters.posts > b.hangup_after:
+                if b.hangup == "partial":
+                    writer.write(b"HTTP/1.1 200 OK\r\n")
+                    await writer.drain()
+                return False
             if b.http_500:
                 await _send(writer, 500, "application/json", b'{"error": "boom"}')
             else:
@@ -154,18 +176,27 @@ class LoopbackServer:
         )
         c.active += 1
         c.peak_active = max(c.peak_active, c.active)
+        max_tokens = int(body.get("max_tokens", 16))
         try:
-            return await self._stream_tokens(int(body.get("max_tokens", 16)), chat, writer)
+            return await self._stream_tokens(max_tokens, chat, writer, self._per_step(body))
         finally:
             c.active -= 1
 
+    def _per_step(self, body: dict[str, Any]) -> int:
+        b = self.behaviour
+        prediction = body.get("prediction") or {}
+        expected = "".join(f"{b.word}{i} " for i in range(int(body.get("max_tokens", 16))))
+        if b.prediction_tokens_per_step and prediction.get("content") == expected:
+            return b.prediction_tokens_per_step
+        return b.tokens_per_step
+
     async def _stream_tokens(
-        self, max_tokens: int, chat: bool, writer: asyncio.StreamWriter
+        self, max_tokens: int, chat: bool, writer: asyncio.StreamWriter, per_step: int
     ) -> bool:
         b, c = self.behaviour, self.counters
         began = time.perf_counter()
         await asyncio.sleep(b.first_token_delay)
-        first = time.perf_counter()
+        first = last = time.perf_counter()
         sent = 0
         while sent < max_tokens:
             if b.error_after is not None and sent >= b.error_after:
@@ -176,7 +207,7 @@ class LoopbackServer:
             if b.close_after is not None and sent >= b.close_after:
                 writer.close()
                 return False
-            n = 1 if sent == 0 else min(b.tokens_per_step, max_tokens - sent)
+            n = 1 if sent == 0 else min(per_step, max_tokens - sent)
             if sent:
                 await asyncio.sleep(b.step_delay(c.active))
                 if b.draft_tokens_per_step:
@@ -184,12 +215,18 @@ class LoopbackServer:
                     c.draft_tokens += b.draft_tokens_per_step
                     c.accepted += n - 1
             words = (b.repeat or f"{b.word}{sent + i}" for i in range(n))
+            written = time.perf_counter()
+            if sent:
+                c.chunk_gap_sum_s += written - last
+                c.chunk_gaps += 1
+            last = written
             await _event(writer, _chunk("".join(f"{w} " for w in words), chat))
             sent += n
         c.finished += 1
         c.prefill_s += first - began
         c.decode_s += time.perf_counter() - first
-        await _event(writer, {"choices": [], "usage": {"completion_tokens": sent}})
+        usage = sent if b.usage is None else b.usage
+        await _event(writer, {"choices": [], "usage": {"completion_tokens": usage}})
         await _chunked(writer, b"data: [DONE]\n\n")
         if b.stall_after_done:
             await asyncio.sleep(3600)
@@ -199,6 +236,8 @@ class LoopbackServer:
     def _metrics(self) -> str:
         c, b = self.counters, self.behaviour
         lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running 0"]
+        lines.append(f"loopback_chunk_gap_seconds_sum {c.chunk_gap_sum_s}")
+        lines.append(f"loopback_chunk_gap_seconds_count {c.chunk_gaps}")
         for phase, total in (("prefill", c.prefill_s), ("decode", c.decode_s)):
             lines.append(f"vllm:request_{phase}_time_seconds_sum {total}")
             lines.append(f"vllm:request_{phase}_time_seconds_count {c.finished}.0")

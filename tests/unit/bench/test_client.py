@@ -7,7 +7,6 @@ import asyncio
 import time
 from typing import Any
 
-import httpx
 import pytest
 
 from orchestrator.bench.client import (
@@ -29,17 +28,40 @@ ITEM = WorkItem("say hi", (Message("user", "say hi"),), None, "hi there")
 def run(
     endpoint: Endpoint, *, max_tokens: int = 8, timeout_s: float = 10.0, stall_s: float = 5.0
 ) -> RequestResult:
-    async def go() -> RequestResult:
-        async with make_client(endpoint, 1, stall_s) as client:
-            body = request_body(endpoint, ITEM, Sampling(), max_tokens)
-            return await stream_request(
-                client,
-                endpoint,
-                body,
-                timeout_s=timeout_s,
-                stall_s=stall_s,
-                level_start=time.perf_counter(),
-            )
+    (result,) = run_many(endpoint, 1, max_tokens=max_tokens, timeout_s=timeout_s, stall_s=stall_s)
+    return result
+
+
+def run_many(
+    endpoint: Endpoint,
+    count: int,
+    *,
+    concurrency: int = 1,
+    max_tokens: int = 8,
+    timeout_s: float = 10.0,
+    stall_s: float = 5.0,
+) -> list[RequestResult]:
+    """`count` requests from `concurrency` closed-loop workers sharing one client, in order."""
+
+    async def go() -> list[RequestResult]:
+        numbers = iter(range(count))
+        results: dict[int, RequestResult] = {}
+        async with make_client(endpoint, concurrency, stall_s) as client:
+
+            async def worker() -> None:
+                for number in numbers:
+                    body = request_body(endpoint, ITEM, Sampling(), max_tokens)
+                    results[number] = await stream_request(
+                        client,
+                        endpoint,
+                        body,
+                        timeout_s=timeout_s,
+                        stall_s=stall_s,
+                        level_start=time.perf_counter(),
+                    )
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return [results[n] for n in range(count)]
 
     return asyncio.run(go())
 
@@ -129,10 +151,72 @@ class TestFailures:
         assert time.perf_counter() - began < 10  # bounded: the whole stream would take 100 s
 
 
+class TestUsage:
+    """`usage.completion_tokens` is believed only when it can be true."""
+
+    @pytest.mark.parametrize("usage", [-5, 10**30, 2, 9, 8.0, "8", True, None])
+    def test_an_impossible_count_is_replaced_by_the_chunks(
+        self, start_server: StartServer, usage: object
+    ) -> None:
+        # 8 requested tokens, 4 per step: chunks of 1, 4 and 3 tokens
+        server = start_server(tokens_per_step=4, usage=usage if usage is not None else "x")
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=8)
+        assert result.ok and result.output_tokens == 3
+        assert result.usage_note is not None and "but 3 chunks carried text" in result.usage_note
+
+    @pytest.mark.parametrize("usage", [3, 8])
+    def test_a_possible_count_is_believed(self, start_server: StartServer, usage: int) -> None:
+        server = start_server(tokens_per_step=4, usage=usage)
+        result = run(Endpoint("candidate", server.url, "m"), max_tokens=8)
+        assert (result.output_tokens, result.usage_note) == (usage, None)
+
+
+class TestRetry:
+    """A request that fails before any response byte on a reused keep-alive connection is sent
+    again, once, on a fresh connection; never after a response byte, never from a fresh one."""
+
+    def test_a_server_that_closes_after_each_response_fails_no_request(
+        self, start_server: StartServer
+    ) -> None:
+        # It closes every connection once a response is sent, without `Connection: close`, so
+        # the client may pick a connection the server has already dropped.
+        server = start_server(close_silently=True)
+        results = run_many(Endpoint("candidate", server.url, "m"), 48, concurrency=4)
+        assert [r.error for r in results if not r.ok] == []
+        assert all(r.output_tokens == 8 for r in results)
+        # a retried request had never reached the server: each was served exactly once
+        assert server.counters.posts == 48
+
+    def test_a_reused_connection_closed_unanswered_is_retried_once_on_a_fresh_one(
+        self, start_server: StartServer
+    ) -> None:
+        server = start_server(hangup="silent", hangup_after=1)
+        first, second = run_many(Endpoint("candidate", server.url, "m"), 2)
+        assert first.ok and not first.retried
+        # the second request reused the first's connection, found it closed, and was sent
+        # once more on a new connection, which the server also closed unanswered
+        assert second.retried and not second.ok
+        assert second.error is not None and "before an answer" in second.error
+        assert server.counters.posts == 3 and server.counters.connections == 2
+
+    def test_never_retried_after_a_response_byte(self, start_server: StartServer) -> None:
+        server = start_server(hangup="partial", hangup_after=1)
+        first, second = run_many(Endpoint("candidate", server.url, "m"), 2)
+        assert first.ok
+        assert not second.ok and not second.retried
+        assert server.counters.posts == 2
+
+    def test_never_retried_from_a_fresh_connection(self, start_server: StartServer) -> None:
+        server = start_server(hangup="silent", hangup_after=0)
+        result = run(Endpoint("candidate", server.url, "m"))
+        assert not result.ok and not result.retried
+        assert server.counters.posts == 1
+
+
 class TestResolveModel:
     def resolve(self, url: str) -> str:
         async def go() -> str:
-            async with httpx.AsyncClient() as client:
+            async with make_client(Endpoint("baseline", url, ""), 1, 5.0) as client:
                 return await resolve_model(client, url, "baseline")
 
         return asyncio.run(go())

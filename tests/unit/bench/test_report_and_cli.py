@@ -290,3 +290,71 @@ def test_a_profile_without_proposer_cannot_be_the_candidate(tmp_path: Path) -> N
     )
     assert result.exit_code == 7
     assert "no speculative flags" in result.output and "fix: give the candidate" in result.output
+
+
+class TestPredictionOn:
+    """`--prediction-on candidate`: one endpoint as both arms, the prediction only on one."""
+
+    def workload(self, tmp_path: Path) -> Path:
+        path = tmp_path / "predicted.jsonl"
+        prediction = "".join(f"tok{i} " for i in range(12))
+        row = {"prompt": "copy this", "max_tokens": 12, "prediction": prediction}
+        path.write_text(json.dumps(row) + "\n")
+        return path
+
+    def run(self, url: str, tmp_path: Path, *extra: str) -> Result:
+        return bench(
+            "--candidate", url, "--baseline", url, "--workload", str(self.workload(tmp_path)),
+            "--chat", "--concurrency", "1", "--requests", "4", "--out", str(tmp_path), *extra,
+        )  # fmt: skip
+
+    def test_only_the_candidate_gets_it_and_the_report_says_so(
+        self, start_server: StartServer, tmp_path: Path
+    ) -> None:
+        # a matching prediction lets the server commit 4 tokens per step instead of 1
+        server = start_server(step_delay=lambda a: 0.004, prediction_tokens_per_step=4)
+        result = self.run(server.url, tmp_path, "--prediction-on", "candidate")
+        assert result.exit_code == 0, result.output
+        predicted = [b for b in server.counters.bodies if "prediction" in b]
+        assert len(predicted) == 5 and len(server.counters.bodies) == 10  # probe + 4 per arm
+        document = json.loads((tmp_path / "bench.json").read_text())
+        assert document["config"]["prediction_on"] == "candidate"
+        assert document["levels"][0]["speedup"]["low"] > 1.5
+        assert "sent to the **candidate only**" in (tmp_path / "bench.md").read_text()
+
+    def test_both_by_default(self, start_server: StartServer, tmp_path: Path) -> None:
+        server = start_server(prediction_tokens_per_step=4)
+        result = self.run(server.url, tmp_path)
+        assert result.exit_code == 0, result.output
+        assert all("prediction" in b for b in server.counters.bodies)
+        assert (
+            json.loads((tmp_path / "bench.json").read_text())["config"]["prediction_on"] == "both"
+        )
+        assert "sent to both arms" in (tmp_path / "bench.md").read_text()
+
+    def test_candidate_only_needs_the_chat_api(self, tmp_path: Path) -> None:
+        result = bench(
+            "--candidate", "http://127.0.0.1:9", "--baseline", "http://127.0.0.1:9",
+            "--prediction-on", "candidate",
+        )  # fmt: skip
+        assert result.exit_code == 2 and "add --chat" in result.output
+
+
+def test_a_server_provided_model_id_is_escaped_in_the_report_and_on_the_terminal(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    model = "evil\x1b[2J\u202e`|<img src=x>\nmodel"
+    server = start_server(model=model)
+    result = bench(
+        "--candidate", server.url, "--baseline", server.url, "--concurrency", "1",
+        "--requests", "1", "--max-tokens", "3", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert server.counters.bodies[-1]["model"] == model  # sent back exactly as served
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert "evil\\x1b[2J\\u202e`|<img src=x>\\nmodel" in result.stderr
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "\x1b" not in markdown and "\u202e" not in markdown
+    # a literal code span: fenced by more backticks than it holds in a row, no line break
+    assert "model ``evil\\x1b[2J\\u202e`|<img src=x>\\nmodel``" in markdown
+    assert json.loads((tmp_path / "bench.json").read_text())["candidate"]["model"] == model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,8 @@ class TestJsonl:
         [
             ({"prompt": "x", "max_token": 3}, "unknown keys"),
             ({"prompt": "x", "max_tokens": 0}, "max_tokens=0"),
+            ({"prompt": "x", "max_tokens": True}, "max_tokens=True"),
+            ({"prompt": "x", "max_tokens": 10**30}, "is not a positive integer"),
             ({"messages": [{"role": "user"}]}, "role' and 'content"),
             ({}, "needs a non-empty"),
             ([1, 2], "not a JSON object"),
@@ -70,6 +73,30 @@ class TestJsonl:
         path.write_text("{nope\n")
         with pytest.raises(WorkloadError, match="not JSON"):
             load_workload(str(path))
+
+    @pytest.mark.parametrize(
+        ("line", "problem"),
+        [
+            (b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than 64"),
+            (b'{"prompt": "' + b"[" * 70 + b'", "x": ' + b"[" * 65 + b"]" * 65 + b"}", "deeper"),
+            (b'{"prompt": "caf\xe9"}', "not UTF-8"),
+            (b'{"prompt": "x", "max_tokens": ' + b"9" * 5000 + b"}", "not JSON"),
+        ],
+    )
+    def test_hostile_lines_are_named_not_crashes(
+        self, tmp_path: Path, line: bytes, problem: str
+    ) -> None:
+        path = tmp_path / "w.jsonl"
+        path.write_bytes(b'{"prompt": "ok"}\n' + line + b"\n")
+        with pytest.raises(WorkloadError, match=problem) as info:
+            load_workload(str(path))
+        assert f"{path}:2" in info.value.what
+
+    def test_a_fifo_is_not_read(self, tmp_path: Path) -> None:
+        fifo = tmp_path / "w.jsonl"
+        os.mkfifo(fifo)
+        with pytest.raises(WorkloadError, match="neither a built-in workload nor a file"):
+            load_workload(str(fifo))  # opening it would block until a writer appears
 
     def test_unknown_name(self) -> None:
         with pytest.raises(WorkloadError, match="neither a built-in") as info:

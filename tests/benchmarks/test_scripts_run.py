@@ -1,0 +1,62 @@
+"""Every script in benchmarks/ runs with tiny settings and prints its ratios, so a performance
+claim can always be rerun. These check that the scripts work, never what they measure (timings
+belong in the scripts' output, not in assertions)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO_ROOT
+
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    scripts = {p.name for p in (REPO_ROOT / "benchmarks").glob("*.py")}
+    assert scripts == {"bench_client.py", "cli_startup.py", "memory_accuracy.py"}, (
+        "a new benchmark script needs its smoke test here"
+    )
+
+
+def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
+    out = run(
+        "bench_client.py", "--levels", "4", "--min-requests", "8", "--rounds", "1",
+        "--timing-requests", "4", "--no-guidellm",
+    )  # fmt: skip
+    # streams | ours chunk/s | aiohttp chunk/s | guidellm chunk/s | ours/aiohttp | ours/guidellm
+    row = re.search(rf"^\s+4 \| +\d+ \| +\d+ \| +n/a \| +({NUMBER}) \| +n/a$", out, re.M)
+    assert row is not None, out
+    assert float(row.group(1)) > 0
+    # client | TTFT | TTFT - injected | ITL | ITL - injected | server gap | ITL error
+    timing = re.search(rf"^\s+ours \|(?: +{NUMBER} \|){{5}} +{NUMBER}$", out, re.M)
+    assert timing is not None, out
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "pattern"),
+    [
+        ("cli_startup.py", ("--runs", "1"), rf"^ratio: +{NUMBER}x"),
+        ("memory_accuracy.py", (), rf"^kv-formula: n=\d+ median {NUMBER}% max {NUMBER}%"),
+    ],
+)
+def test_script_prints_its_ratio(script: str, args: tuple[str, ...], pattern: str) -> None:
+    out = run(script, *args)
+    assert re.search(pattern, out, re.M), out
