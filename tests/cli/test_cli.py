@@ -245,7 +245,16 @@ def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
 def test_validate_loads_no_client_sdk_or_template_engine() -> None:
     # Start-up cost (issue 2): `validate` runs on every edit of a profile, so the Kubernetes,
     # Docker, hub and HTTP clients, plotting and Jinja load only in the commands that use them.
-    heavy = ("kubernetes", "docker", "huggingface_hub", "httpx", "matplotlib", "jinja2", "logging")
+    heavy = (
+        "kubernetes",
+        "docker",
+        "huggingface_hub",
+        "httpx",
+        "aiohttp",
+        "matplotlib",
+        "jinja2",
+        "logging",
+    )
     profile = next(p for p in EXAMPLE_PROFILES if p.stem == "vllm-qwen3-4b-draft")
     code = (
         "import sys\nfrom orchestrator.cli import cli\n"
