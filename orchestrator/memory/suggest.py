@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.engines import ENGINES
+from orchestrator.engines.capabilities import release_for
+from orchestrator.errors import ProfileError
 from orchestrator.memory.gpus import Gpu
 from orchestrator.profile.schema import Profile
 
@@ -52,7 +55,7 @@ def _candidates(
     estimate: Estimator,
 ) -> Iterator[tuple[str, Profile]]:
     serving, proposer, hardware = profile.serving, profile.proposer, profile.hardware
-    if not serving.kv_cache_dtype.startswith("fp8"):
+    if not serving.kv_cache_dtype.startswith("fp8") and _fp8_kv_runs(profile, target, gpu):
         yield "serving.kv_cache_dtype: fp8", _with(profile, "serving", kv_cache_dtype="fp8")
     tp = hardware.tensor_parallel_size
     if proposer.draft_tensor_parallel_size and proposer.draft_tensor_parallel_size < tp:
@@ -76,6 +79,20 @@ def _candidates(
     if current is not None and current.max_concurrency >= 1:
         lower = current.max_concurrency
         yield f"serving.max_concurrency: {lower}", _with(profile, "serving", max_concurrency=lower)
+
+
+def _fp8_kv_runs(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> bool:
+    """An fp8 KV cache is a change to offer only where the pinned release runs it on this GPU
+    with no doubt (the `engine.kv-cache-dtype-gpu` rule would otherwise refuse or warn)."""
+    engine = ENGINES[profile.engine.name]
+    if "fp8" not in engine.kv_cache_dtypes:
+        return False
+    try:
+        release = release_for(profile.engine.name, profile.engine.version)
+    except ProfileError:  # a release older than the capability matrix: nothing to check with
+        return False
+    mla = target.is_mla if target.kv_heads or target.is_mla else None
+    return engine.fp8_kv_cache_on(release, gpu, "fp8", mla=mla) is None
 
 
 def _longest_context(

@@ -44,6 +44,26 @@ class TestEstimate:
         for s in e.suggestions:
             assert s.max_concurrency >= 16 or s.change.startswith("serving.max_concurrency")
 
+    def test_fp8_kv_is_offered_only_where_the_engine_runs_it_on_that_gpu(self) -> None:
+        # An 8B target at 32k is short of concurrency on a T4 and on an L4, and an fp8 KV cache
+        # would fit it on both. SGLang has no checked fp8 KV path below SM 8.0
+        # (`engine.kv-cache-dtype-gpu` warns), so on the T4 the fix must not propose it; on the
+        # L4 (SM 8.9) it is the cheapest fix.
+        for gpu, concurrency, offered in (("T4", 3, False), ("L4", 8, True)):
+            sections = {
+                "engine": _engine("sglang", "0.5.23"),
+                "hardware": {"gpu": gpu, "tensor_parallel_size": 2},
+                "proposer": {"method": "ngram"},
+            }
+            serving = {"max_model_len": 32768, "max_concurrency": concurrency}
+            e = estimate_memory(make_profile(serving=serving, **sections), LLAMA_8B, None)
+            assert e is not None and not e.concurrency_fits, gpu
+            fp8 = make_profile(serving={**serving, "kv_cache_dtype": "fp8"}, **sections)
+            with_fp8 = estimate_memory(fp8, LLAMA_8B, None)
+            assert with_fp8 is not None and with_fp8.meets_request, gpu
+            changes = [s.change for s in e.suggestions]
+            assert ("serving.kv_cache_dtype: fp8" in changes) is offered, (gpu, changes)
+
     def test_typical_context_fits_more_requests(self) -> None:
         serving = {"max_model_len": 131072, "max_concurrency": 16, "typical_context_tokens": 4096}
         e = estimate_memory(make_profile(serving=serving), LLAMA_8B, EAGLE3_8B)
