@@ -6,7 +6,8 @@ Releases modelled: the V0 engine (< 0.8) shows no sampler peak and profiles a wh
 warms the sampler up over `max_num_seqs` requests by sorting until 0.17 brings a Triton top-k/top-p
 kernel; CUDA graphs move inside `gpu_memory_utilization` from 0.21. At TP > 1 collective buffers
 add about 2 GiB per GPU on NVLink boards: the communicators created before the weights load
-(inside the knob until 0.11, outside it since) and the channels NCCL connects during the profile
+(inside the knob until 0.11, outside it since; the expert-parallel group has its own from 0.11, for
+every model until 0.14 and for MoE models since) and the channels NCCL connects during the profile
 run (always inside).
 
 How vLLM sizes the KV cache (v0.32.0, `Worker.determine_available_memory`,
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 #: sampler with 1024 dummy requests" (https://github.com/vllm-project/vllm/issues/15617, v0.8.2);
 #: Qwen3-14B on an H100 at v0.15.0 and v0.16.0 peaks 5.64 GiB with 1024 x 151,936 entries, i.e.
 #: 38.9 B (https://github.com/jgchn/llm-d-planner/blob/3c876c8a84d11e11c7092d5dc76ffeb47a3115ba/accuracy/results/version-sweep/runs/qwen3-14b-vllm-v0-15-0--h100-80gb--tp1pp1dp1--8192.json).
+#: Not modelled: up to v0.11.0 an installed FlashInfer (>= 0.2.3) takes top-k/top-p over unless
+#: VLLM_USE_FLASHINFER_SAMPLER=0 (https://github.com/vllm-project/vllm/blob/v0.9.2/vllm/v1/sample/ops/topk_topp_sampler.py#L32-L51;
+#: opt-in from v0.11.1, .../v0.11.1/vllm/v1/sample/ops/topk_topp_sampler.py#L34-L35). Neither the
+#: vllm nor the lmcache wheel of those releases depends on FlashInfer, so pip installs sort; no
+#: public log of the FlashInfer warm-up peak was found.
 SORT_SAMPLER_BYTES_PER_LOGIT: Final = 40
 #: From v0.17.0 batches of 8 or more take top-k/top-p through a Triton kernel instead of a sort
 #: (`apply_top_k_top_p`, https://github.com/vllm-project/vllm/blob/v0.17.0/vllm/v1/sample/ops/topk_topp_sampler.py#L245-L255).
@@ -101,12 +107,27 @@ V1_NON_TORCH_GIB: Final = 0.25
 SNAPSHOT_AFTER_PARALLEL_INIT_FROM: Final = (0, 11, 0)
 #: On NVLink boards the parallel groups (pynccl communicator, custom all-reduce IPC buffers) hold
 #: memory before the weights load: the init snapshot's non_torch_memory is 1.51-1.53 GiB at TP 2
-#: and 4 against 0.51 GiB (the CUDA context) at TP 1, i.e. 1.0 GiB; 1.99-2.05 GiB for MoE models
-#: (one more group's communicator, presumably the expert-parallel one), i.e. 1.5 GiB (v0.19.0 on H100,
-#: "worker init memory snapshot" in the llm-d-planner logs above: fit on the Llama-3.1-8B and
-#: Qwen2.5-7B TP 1/2/4 runs; MoE from Mixtral-8x7B and Kimi-VL-A3B at TP 2).
+#: and 4 against 0.51 GiB (the CUDA context) at TP 1, i.e. 1.0 GiB for the tensor-parallel group
+#: (v0.19.0 on H100, "worker init memory snapshot" in the llm-d-planner logs above: fit on the
+#: Llama-3.1-8B and Qwen2.5-7B TP 1/2/4 runs).
 NVLINK_INIT_GIB: Final = 1.0
-NVLINK_INIT_GIB_MOE: Final = 1.5
+#: MoE models show 1.99-2.05 GiB there (Mixtral-8x7B and Kimi-VL-A3B at TP 2, same logs), 0.5 GiB
+#: more: v0.19.0 builds the expert-parallel group only for MoE models ("Don't create EP group for
+#: dense models", https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/distributed/parallel_state.py#L1661-L1662)
+#: and gives every group of more than one rank its own pynccl communicator
+#: (https://github.com/vllm-project/vllm/blob/v0.19.0/vllm/distributed/device_communicators/cuda_communicator.py#L73-L78).
+NVLINK_EP_GROUP_GIB: Final = 0.5
+#: Which releases pay for that communicator. Before v0.11.0 every model has an EP group but
+#: `CudaCommunicator` gives it no pynccl ("ep does not use pynccl",
+#: https://github.com/vllm-project/vllm/blob/v0.9.2/vllm/distributed/device_communicators/cuda_communicator.py#L26-L35,
+#: unchanged through .../v0.10.2/vllm/distributed/device_communicators/cuda_communicator.py#L34-L35)
+#: and no custom all-reduce (TP only), so it holds no GPU memory. v0.11.0 gives every group a pynccl
+#: communicator (.../v0.11.0/vllm/distributed/device_communicators/cuda_communicator.py#L55-L60)
+#: while still building the EP group for dense models too
+#: (.../v0.11.0/vllm/distributed/parallel_state.py#L1198-L1206); v0.14.0 builds it for MoE models
+#: only (.../v0.14.0/vllm/distributed/parallel_state.py#L1405-L1408).
+EP_GROUP_COMMUNICATOR_FROM: Final = (0, 11, 0)
+EP_GROUP_MOE_ONLY_FROM: Final = (0, 14, 0)
 #: ...and the profile run's first collectives add non-torch memory on top of the TP-1 figure
 #: (NCCL connects its channels lazily): "non-torch forward increase memory" 2.06-2.07 GiB at TP 2
 #: and 2.13 GiB at TP 4 against 0.25 GiB at TP 1 (same fit runs). TP 8 is taken as TP 4 (no log).
@@ -199,7 +220,11 @@ class VllmMemory:
             return Collectives(init_in_budget=in_budget)
         if not gpu.nvlink:
             return Collectives(warmup_gib=PCIE_COLLECTIVE_GIB, init_in_budget=in_budget)
-        init = NVLINK_INIT_GIB_MOE if target.num_experts else NVLINK_INIT_GIB
+        init = NVLINK_INIT_GIB
+        if hardware.tensor_parallel_size > 1 and _ep_group_has_communicator(
+            profile.engine.version, moe=bool(target.num_experts)
+        ):
+            init += NVLINK_EP_GROUP_GIB
         return Collectives(
             init_gib=init,
             warmup_gib=_nvlink_warmup_gib(hardware.tensor_parallel_size),
@@ -253,6 +278,14 @@ def _nvlink_warmup_gib(tensor_parallel: int) -> float:
     if tensor_parallel <= 1:  # pipeline stages only: no all-reduce in the forward pass
         return 0.0
     return NVLINK_WARMUP_GIB_TP2 if tensor_parallel == 2 else NVLINK_WARMUP_GIB_TP4_AND_UP
+
+
+def _ep_group_has_communicator(version: str, *, moe: bool) -> bool:
+    """Whether the expert-parallel group (DP x TP ranks) holds its own NCCL communicator."""
+    release = parse_version(version)
+    if release < EP_GROUP_COMMUNICATOR_FROM:
+        return False
+    return moe or release < EP_GROUP_MOE_ONLY_FROM
 
 
 def _outside_knob(o: Overheads) -> float:

@@ -38,6 +38,25 @@ MIXTRAL = info(
     num_experts_per_tok=2,
 )
 
+#: Qwen/Qwen3-235B-A22B-FP8 config.json: 94 layers, 64 / 4 heads, 128 experts, top 8, FP8 blocks.
+QWEN3_235B_FP8 = info(
+    "Qwen/Qwen3-235B-A22B-FP8",
+    architectures=("Qwen3MoeForCausalLM",),
+    hidden_size=4096,
+    num_hidden_layers=94,
+    num_attention_heads=64,
+    num_key_value_heads=4,
+    head_dim=128,
+    intermediate_size=12288,
+    moe_intermediate_size=1536,
+    num_experts=128,
+    num_experts_per_tok=8,
+    vocab_size=151936,
+    torch_dtype="bfloat16",
+    tie_word_embeddings=False,
+    quant_method="fp8",
+)
+
 
 def _estimate(
     engine: str = "vllm",
@@ -84,6 +103,48 @@ class TestVllmCollectives:
         dense = _estimate(tp=2).overheads.nccl_gib
         moe = _estimate(tp=2, target=MIXTRAL).overheads.nccl_gib
         assert moe == pytest.approx(dense + 0.5)
+
+    @pytest.mark.parametrize("version", ["0.9.2", "0.10.2"])
+    def test_before_0_11_the_expert_group_holds_no_communicator(self, version: str) -> None:
+        dense = _estimate(version=version, tp=4).overheads
+        moe = _estimate(version=version, tp=4, target=MIXTRAL).overheads
+        assert moe.nccl_gib == pytest.approx(dense.nccl_gib) == pytest.approx(1.0)
+        assert moe.nccl_in_budget
+
+    @pytest.mark.parametrize(("version", "expected"), [("0.12.0", 1.5), ("0.14.0", 1.0)])
+    def test_dense_models_build_the_expert_group_until_0_14(
+        self, version: str, expected: float
+    ) -> None:
+        assert _estimate(version=version, tp=2).overheads.nccl_gib == pytest.approx(expected)
+
+    def test_pipeline_stages_alone_leave_the_expert_group_one_rank(self) -> None:
+        profile = make_profile(
+            proposer={"method": "none"},
+            hardware={"gpu": "H100-80GB", "tensor_parallel_size": 1, "pipeline_parallel_size": 2},
+            serving={"max_model_len": 8192, "max_concurrency": 16},
+        )
+        e = estimate_memory(profile, MIXTRAL, None)
+        assert e is not None
+        assert e.overheads.nccl_gib == pytest.approx(1.0)
+
+    def test_qwen3_235b_fp8_tp4_matches_the_public_vllm_0_9_log(self) -> None:
+        """vllm-project/vllm#21348 (vLLM 0.9.2 inferred, 4 x H100, defaults: utilization 0.9,
+        1024 seqs): 'Available KV cache memory: 8.11 GiB', 178,880 tokens = 8.02 GiB on the
+        smallest worker. At 0.9.2 the expert group has no communicator, so MoE pays what dense
+        models pay."""
+        e = _estimate(
+            version="0.9.2",
+            tp=4,
+            target=QWEN3_235B_FP8,
+            max_model_len=40960,
+            max_concurrency=1024,
+            gpu_memory_fraction=0.9,
+        )
+        kv = engine_kv_gib(e, 0.9)
+        assert kv == pytest.approx(8.02, rel=0.10)
+        # charging the 0.19-era expert-group communicator would miss by more than 10 %
+        with_ep = replace(e.overheads, nccl_gib=e.overheads.nccl_gib + 0.5)
+        assert engine_kv_gib(replace(e, overheads=with_ep), 0.9) < 0.9 * 8.02
 
     def test_pcie_cards_keep_collectives_in_host_memory(self) -> None:
         o = _estimate(gpu="L40S", tp=2).overheads
