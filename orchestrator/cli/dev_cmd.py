@@ -29,4 +29,23 @@ def make_tiny_models_cmd(directory: Path, python: str | None, force: bool) -> No
     click.echo(f"bad-draft: {models.bad_draft}   (other tokenizer: specdeploy refuses it)")
 
 
+@dev.command("native-models")
+@click.option(
+    "--root",
+    default=".",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory holding the engine venvs (.venv-vllm, .venv-sglang).",
+)
+def native_models_cmd(root: Path) -> None:
+    """Record which model types and architectures each installed engine loads without remote
+    code (orchestrator/engines/native_models.json, read by checkpoint.remote-code)."""
+    from orchestrator.dev.native_models import OUTPUT, record
+
+    done = record(root)
+    if not done:
+        raise click.ClickException(f"no engine venv under {root} (.venv-vllm, .venv-sglang)")
+    for engine, version in done.items():
+        click.echo(f"{engine} {version}: recorded in {OUTPUT}")
+
+
 COMMANDS: tuple[click.Command, ...] = (dev,)

@@ -2,40 +2,98 @@
 
 from __future__ import annotations
 
+from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field
+from orchestrator.engines.native import NativeSupport, native_support
 
 
 @rule(
     "checkpoint.remote-code",
-    source="config.json auto_map (transformers AutoConfig/AutoModel remote code); vLLM 0.32.0 "
-    "refuses XiaomiMiMo/MiMo-7B-Base ('Transformers does not recognize this architecture') "
-    "without --trust-remote-code (tests/conformance)",
+    source="config.json auto_map (transformers AutoConfig/AutoModel remote code); the model types "
+    "and architectures each engine release loads natively, recorded from the engine itself "
+    "(orchestrator/engines/native_models.json: vLLM 0.32.0 ModelRegistry and _CONFIG_REGISTRY, "
+    "SGLang 0.5.23 models/*.py EntryClass and _CONFIG_REGISTRY, with transformers' "
+    "CONFIG_MAPPING); vLLM 0.32.0 refuses XiaomiMiMo/MiMo-7B-Base ('Transformers does not "
+    "recognize this architecture') without --trust-remote-code (tests/conformance)",
     applies=lambda ctx: not ctx.profile.target.trust_remote_code,
 )
 def remote_code_is_trusted(ctx: CompatContext) -> list[Finding]:
     """A checkpoint whose config.json maps its classes to code in the repository (`auto_map`)
-    may not load without trust_remote_code: when transformers has no class for its model_type,
-    the engine exits at start-up. The flag applies to the draft too (vLLM builds the draft's
+    loads without trust_remote_code only where the engine knows its model_type (its
+    transformers or its own config registry) and implements its architecture; otherwise the
+    engine exits at start-up. The flag applies to the draft too (vLLM builds the draft's
     ModelConfig with the target's setting)."""
     found = []
     for field, info in (("target.model", ctx.target), ("proposer.model", ctx.draft)):
         if info is None or not info.custom_code:
             continue
-        finding = Finding.warning(
-            what=(
-                f"{field} {info.ref} (model_type {info.model_type!r}) ships its own model code "
-                f"({', '.join(info.custom_code)}) and target.trust_remote_code is false"
-            ),
-            why=(
-                "unless the engine or transformers implements this model_type natively, it "
-                "refuses the checkpoint at start-up"
-            ),
-            fix="set target.trust_remote_code: true after reviewing the repository's code, or "
-            "ignore this rule if your engine release supports the architecture natively",
+        native = native_support(
+            ctx.engine, ctx.profile.engine.version, info.model_type, info.architectures
         )
-        found.append(at_field(field, finding))
+        finding = _finding(ctx, field, info, native)
+        if finding is not None:
+            found.append(at_field(field, finding))
     return found
+
+
+def _finding(
+    ctx: CompatContext, field: str, info: CheckpointInfo, native: NativeSupport | None
+) -> Finding | None:
+    engine = f"{ctx.engine} {ctx.profile.engine.version}"
+    ships = (
+        f"{field} {info.ref} (model_type {info.model_type!r}, "
+        f"{', '.join(info.architectures) or 'no architectures'}) ships its own model code "
+        f"({', '.join(info.custom_code)}) and target.trust_remote_code is false"
+    )
+    fix = "set target.trust_remote_code: true after reviewing the repository's code"
+    if native is not None and native.exact and native.loads:
+        return None  # the engine's own implementation is used; auto_map is ignored
+    if native is not None and native.exact and not native.model_type_known:
+        return Finding.error(
+            what=ships,
+            why=(
+                f"{engine} does not know model_type {info.model_type!r} (neither its own config "
+                f"registry nor transformers {native.transformers} has it), so it can only read "
+                "this config.json with the repository's code and refuses it at start-up"
+            ),
+            fix=fix,
+        )
+    if native is not None and not native.exact and native.loads:
+        return Finding.info(
+            what=ships,
+            why=(
+                f"{ctx.engine} {native.release} implements this model natively, but specdeploy "
+                f"has not recorded what {engine} implements"
+            ),
+            fix=f"{fix}, or keep it false if {engine} lists {info.architectures[0]} among its "
+            "supported models",
+        )
+    return Finding.warning(
+        what=ships,
+        why=_unsure(ctx, info, native),
+        fix=f"{fix}, or ignore this rule if your engine release supports the architecture natively",
+    )
+
+
+def _unsure(ctx: CompatContext, info: CheckpointInfo, native: NativeSupport | None) -> str:
+    if native is None:
+        return (
+            f"specdeploy has no record of the models {ctx.engine} implements; unless it or "
+            "transformers implements this model_type natively, it refuses the checkpoint at "
+            "start-up"
+        )
+    if native.exact:  # the config loads, but the engine has no class for the architecture
+        return (
+            f"{ctx.engine} {native.release} has no implementation of "
+            f"{', '.join(info.architectures) or 'its architecture'}; it would fall back to "
+            "transformers' modelling code, which for this checkpoint is the repository's code"
+        )
+    return (
+        f"{ctx.engine} {native.release} (the nearest release specdeploy recorded) does not "
+        f"implement it natively, so {ctx.engine} {ctx.profile.engine.version} most likely "
+        "refuses it at start-up"
+    )
 
 
 RULES = (remote_code_is_trusted,)
