@@ -96,7 +96,7 @@ class DynamoEmitter(PlatformEmitter):
         out: list[Manifest] = []
         for twin in twins(plan):
             if twin.ctx.config_map is not None:
-                config = twin.ctx.config_map.model_dump(mode="json", by_alias=True)
+                config = twin.ctx.config_map.dump()
                 body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
                 out.append(Manifest.parse(body, source=SOURCE))
             out.append(Manifest.parse(graph(plan, twin), source=SOURCE))

@@ -76,7 +76,7 @@ class LlmdEmitter(PlatformEmitter):
                 workload["metadata"]["namespace"] = twin.ctx.metadata["namespace"]
             out.append(Manifest.parse(workload, source=SOURCE))
             if twin.ctx.config_map is not None:
-                config = twin.ctx.config_map.model_dump(mode="json", by_alias=True)
+                config = twin.ctx.config_map.dump()
                 body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
                 out.append(Manifest.parse(body, source=SOURCE))
             out.append(Manifest.parse(_pool(plan, twin), source=SOURCE))
@@ -98,7 +98,7 @@ class LlmdEmitter(PlatformEmitter):
             files[f"llm-d/inferencepool-{twin.name}.yaml"] = canonical_yaml(_pool(plan, twin))
             resources.append(f"inferencepool-{twin.name}.yaml")
             if twin.ctx.config_map is not None:
-                config = twin.ctx.config_map.model_dump(mode="json", by_alias=True)
+                config = twin.ctx.config_map.dump()
                 body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
                 files[f"llm-d/configmap-{twin.name}.yaml"] = canonical_yaml(body)
                 resources.append(f"configmap-{twin.name}.yaml")

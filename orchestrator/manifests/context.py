@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Final, Literal
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from orchestrator.engines import ENGINES
@@ -69,27 +70,44 @@ DOWNLOAD_SCRIPT: Final = (
 )
 
 
-class CtxModel(BaseModel):
-    """Context models: frozen, no unknown keys, camelCase keys when dumped (Helm convention)."""
+@dataclass(frozen=True, kw_only=True)
+class CtxModel:
+    """Context values: frozen, built only by this module, dumped with camelCase keys (the Helm
+    convention). Plain dataclasses rather than pydantic models: every `validate` builds them, and
+    each pydantic model class costs about a millisecond of every CLI start. The constraints in
+    the annotations are for the chart's values.schema.json (`helm.values_schema`)."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
-    )
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid", alias_generator=to_camel)
+
+    def dump(self, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Plain JSON types with camelCase field names (keys inside dict values are kept)."""
+        return {
+            _camel(f.name): _plain(getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in exclude
+        }
 
 
+@dataclass(frozen=True, kw_only=True)
 class Probe(CtxModel):
-    path: str = Field(pattern=r"^/")
-    period_seconds: int = Field(ge=1)
-    timeout_seconds: int = Field(ge=1)
-    failure_threshold: int = Field(ge=1)
+    """An HTTP probe of the engine container."""
+
+    path: Annotated[str, Field(pattern=r"^/")]
+    period_seconds: Annotated[int, Field(ge=1)]
+    timeout_seconds: Annotated[int, Field(ge=1)]
+    failure_threshold: Annotated[int, Field(ge=1)]
 
 
+@dataclass(frozen=True, kw_only=True)
 class Probes(CtxModel):
+    """Start-up, readiness and liveness probes."""
+
     startup: Probe
     readiness: Probe
     liveness: Probe
 
 
+@dataclass(frozen=True, kw_only=True)
 class PodContext(CtxModel):
     """One pod template: labels, the engine container and what surrounds it."""
 
@@ -103,28 +121,36 @@ class PodContext(CtxModel):
     tolerations: list[dict[str, str]]
     volumes: list[dict[str, Any]]
     volume_mounts: list[dict[str, Any]]
-    init_containers: list[dict[str, Any]] = Field(default_factory=list)
+    init_containers: list[dict[str, Any]] = field(default_factory=list)
     """Run to completion before the engine starts (model downloads)."""
 
 
+@dataclass(frozen=True, kw_only=True)
 class ServingPodContext(PodContext):
     """A pod that serves the OpenAI API: a named port and probes."""
 
-    port: int = Field(ge=1, le=65535)
+    port: Annotated[int, Field(ge=1, le=65535)]
     probes: Probes
 
 
+@dataclass(frozen=True, kw_only=True)
 class ServiceContext(CtxModel):
+    """The Service in front of a variant's serving pods."""
+
     metadata: dict[str, Any]
     selector: dict[str, str]
-    port: int = Field(ge=1, le=65535)
+    port: Annotated[int, Field(ge=1, le=65535)]
 
 
+@dataclass(frozen=True, kw_only=True)
 class ConfigMapContext(CtxModel):
+    """The engine's configuration files, mounted into its container."""
+
     metadata: dict[str, Any]
     data: dict[str, str]
 
 
+@dataclass(frozen=True, kw_only=True)
 class VariantContext(CtxModel):
     """Everything for one launch (speculative or baseline)."""
 
@@ -132,19 +158,23 @@ class VariantContext(CtxModel):
     workload_kind: WorkloadKind
     metadata: dict[str, Any]
     selector: dict[str, str]
-    replicas: int = Field(ge=0)
-    group_size: int = Field(ge=1)
+    replicas: Annotated[int, Field(ge=0)]
+    group_size: Annotated[int, Field(ge=1)]
     pod: ServingPodContext
     worker: PodContext | None = None
     service: ServiceContext
     config_map: ConfigMapContext | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
 class ModelCacheContext(CtxModel):
+    """The PersistentVolumeClaim that holds the shared model cache."""
+
     metadata: dict[str, Any]
     spec: dict[str, Any]
 
 
+@dataclass(frozen=True, kw_only=True)
 class ManifestSet(CtxModel):
     """All objects for one profile; also the Helm chart's values."""
 
@@ -153,7 +183,22 @@ class ManifestSet(CtxModel):
 
     def values(self) -> dict[str, Any]:
         """Plain JSON types with camelCase keys: what templates and `--helm-values` see."""
-        return self.model_dump(mode="json", by_alias=True)
+        return self.dump()
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, CtxModel):
+        return value.dump()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def build_manifest_set(inputs: ManifestInputs) -> ManifestSet:
@@ -220,10 +265,8 @@ def _variant(inputs: ManifestInputs, launch: EngineLaunch, variant: Variant) -> 
     )
     worker = None
     if topology.group_size > 1:
-        worker = PodContext(
-            **pod.model_dump(exclude={"port", "probes", "command"}),
-            command=commands.worker_command(launch, topology),
-        )
+        shared = {f.name: getattr(pod, f.name) for f in fields(PodContext) if f.name != "command"}
+        worker = PodContext(**shared, command=commands.worker_command(launch, topology))
     service_name = f"{name}-leader" if worker is not None else name
     service_selector = {**selector, **(commands.LEADER_POD_LABELS if worker is not None else {})}
     return VariantContext(

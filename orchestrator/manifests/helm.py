@@ -29,7 +29,11 @@ def helm_values_yaml(plan: DeploymentPlan) -> str:
 
 def values_schema() -> dict[str, Any]:
     """The JSON Schema of the chart's values (charts/specdeploy/values.schema.json)."""
-    schema = ManifestSet.model_json_schema(by_alias=True, mode="serialization")
+    from pydantic import TypeAdapter
+
+    schema: dict[str, Any] = TypeAdapter(ManifestSet).json_schema(
+        by_alias=True, mode="serialization"
+    )
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "specdeploy chart values (written by `specdeploy render --helm-values`)"
     return schema

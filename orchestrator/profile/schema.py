@@ -119,9 +119,11 @@ ExtraArg = Annotated[str, Field(max_length=65536), AfterValidator(_no_nul)]
 class StrictModel(BaseModel):
     """Base for all profile models: unknown keys are errors and models are immutable after
     validation. Attribute docstrings become field descriptions in the JSON Schema
-    (`orchestrator.profile.docs`, read only by `specdeploy schema`)."""
+    (`orchestrator.profile.docs`, read only by `specdeploy schema`). Validators are built on first
+    use (`defer_build`): a profile is validated as a whole `Profile`, so building every section's
+    own validator when the module loads would cost each CLI start for nothing."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Metadata(StrictModel):
