@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.checkpoint.info import CheckpointInfo, RecurrentState
-from orchestrator.checkpoint.layers import CHUNKED, FULL, LINEAR, SLIDING
+from orchestrator.checkpoint.layers import CHUNKED, LINEAR, NONE, SLIDING
 
 #: Bytes per element for unquantized weights and KV entries (torch dtypes).
 DTYPE_BYTES: Final[Mapping[str, float]] = {
@@ -223,8 +223,9 @@ def attention_layout(info: CheckpointInfo) -> AttentionLayout:
     sliding = kinds[SLIDING] if info.sliding_window else 0
     chunked = kinds[CHUNKED] if info.attention_chunk_size else 0
     return AttentionLayout(
-        # A sliding or chunked layer without a window to bound it holds full context.
-        full=kinds[FULL] + kinds[SLIDING] - sliding + kinds[CHUNKED] - chunked,
+        # A sliding or chunked layer without a window to bound it holds full context, and so is
+        # counted a layer of a kind specdeploy does not know (never as free).
+        full=len(info.layer_types) - sliding - chunked - kinds[LINEAR] - kinds[NONE],
         sliding=sliding,
         linear=kinds[LINEAR],
         window=info.sliding_window,

@@ -12,7 +12,7 @@ from orchestrator.checkpoint.catalog import catalog_info
 from orchestrator.checkpoint.files import UnreadableMetadata
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.checkpoint.reading import info_from_config, read_checkpoint_dir
-from orchestrator.memory.formulas import param_breakdown
+from orchestrator.memory.formulas import attention_layout, param_breakdown
 
 #: google/gemma-3-4b-it config.json as published (https://huggingface.co/google/gemma-3-4b-it/
 #: blob/main/config.json): the text_config names 6 keys, transformers' Gemma3TextConfig the rest.
@@ -138,6 +138,19 @@ class TestLayerPatterns:
         with pytest.raises(UnreadableMetadata) as caught:
             read_checkpoint_dir(tmp_path, ref="m", source="local", location="x", revision=None)
         assert "hybrid_override_pattern" in str(caught.value) and "'X'" in str(caught.value)
+
+    def test_a_layer_kind_specdeploy_does_not_know_costs_full_attention(self) -> None:
+        info = read(
+            {
+                "model_type": "x",
+                "num_hidden_layers": 3,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "layer_types": ["full_attention", "differential_attention", "mlp"],
+            }
+        )
+        layout = attention_layout(info)
+        assert (layout.full, layout.linear, layout.sliding) == (2, 0, 0)
 
     def test_no_pattern_means_every_layer_is_full_attention(self) -> None:
         info = read({"model_type": "llama", "num_hidden_layers": 4, "sliding_window": None})
