@@ -92,7 +92,7 @@ V1_NON_TORCH_GIB: Final = 0.25
 #: The worker takes its init memory snapshot after `init_worker_distributed_environment` from
 #: v0.11.0 (https://github.com/vllm-project/vllm/pull/25359; compare `Worker.init_device` at
 #: https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/v1/worker/gpu_worker.py#L155-L196 and
-#: .../v0.11.0/vllm/v1/worker/gpu_worker.py#L156-L186): before it the communicators' memory is a
+#: https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_worker.py#L156-L186): before it the communicators' memory is a
 #: non-torch increase charged to gpu_memory_utilization; from it, it is outside the knob.
 SNAPSHOT_AFTER_PARALLEL_INIT_FROM: Final = (0, 11, 0)
 #: On NVLink boards the parallel groups (pynccl communicator, custom all-reduce IPC buffers) hold
