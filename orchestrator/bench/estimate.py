@@ -167,7 +167,8 @@ def alpha_from_acceptance_length(mean_length: float, k: int) -> float:
 
 def alpha_from_acceptance_rate(rate: float, k: int) -> float:
     """α from an engine's draft acceptance rate (accepted / drafted tokens, as vLLM reports it):
-    with k drafted per step, mean acceptance length = 1 + rate·k (vllm.md §5)."""
+    with k drafted per step, mean acceptance length = 1 + rate·k (vLLM's spec-decode metrics,
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/spec_decode/metrics.py#L108-L114)."""
     return alpha_from_acceptance_length(1.0 + rate * k, k)
 
 

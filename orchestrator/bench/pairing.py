@@ -2,7 +2,8 @@
 
 The inference-perf KubeCon NA 2025 EAGLE-3 demo compared a speculative server against a baseline
 that also turned off prefix caching and chunked prefill, so its "-39 % output tok/s" measured
-three changes at once (shared/reference/peers.md). When both arms come from known profiles, the
+three changes at once
+(https://github.com/kubernetes-sigs/inference-perf/tree/7de5ef2e/demos/kubecon-na-2025). When both arms come from known profiles, the
 bench diffs their rendered launches (image, argv, env, engine config files) with the proposer
 removed, and fails on any other difference.
 """
@@ -18,9 +19,11 @@ from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import BenchError
 
 _SPECULATIVE_PREFIX = "--speculative"
-"""vLLM `--speculative-config`, SGLang `--speculative-*` (vllm.md §1, sglang_trtllm.md A1)."""
+"""vLLM `--speculative-config` (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/engine/arg_utils.py#L1826-L1828),
+SGLang `--speculative-*` (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/spec.py#L31-L51)."""
 _SPECULATIVE_KEYS = frozenset({"speculative_config"})
-"""TensorRT-LLM: the speculative block of the extra options YAML (sglang_trtllm.md B1)."""
+"""TensorRT-LLM: the speculative block of the extra options YAML (`speculative_config` of the
+LLM-API options, tests/fixtures/trtllm/1.2.0.json)."""
 
 
 def launch_differences(

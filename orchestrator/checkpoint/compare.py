@@ -13,7 +13,9 @@ from orchestrator.checkpoint.info import CheckpointInfo
 Verdict = Literal["same", "related", "different", "unknown"]
 Basis = Literal["content", "family", "none"]
 
-# Suffixes quantizers append to a model name (catalog.md §B4: normalise before comparing).
+# Suffixes quantizers append to a model name: a speculators head records its verifier by such a
+# name, or by a local path, so normalise before comparing (e.g. the verifier of
+# https://huggingface.co/RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3/commit/5b6cee4e4955edb3c90f2a39d1d804fbee5ce0ae).
 _QUANT_SUFFIX = re.compile(
     r"(-(fp8(-dynamic)?|fp4|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w4a16|w8a8|w8a16|bnb-4bit"
     r"|quantized\.[\w.]+))+$"

@@ -1,10 +1,13 @@
 """Recognise EAGLE-1/2 and EAGLE-3 draft heads from `config.json` fields and tensor names only.
 
-Signals, strongest first (shared/reference/catalog.md §B2/§B4): the speculators discriminator
+Signals, strongest first: the speculators discriminator
 `speculators_model_type`; the head `architectures` (`*Eagle3*` vs `*Eagle*`); EAGLE-3-only keys
 (`draft_vocab_size`, aux layer ids, `eagle_config`); `d2t`/`t2d` buffers (EAGLE-3) or a bare `fc`
 projection (EAGLE-1) in the weight index; and finally a one-layer Llama config, which is how raw
-EAGLE-1 heads (yuhuili/EAGLE-*) are written. Never the repository name.
+EAGLE-1 heads (yuhuili/EAGLE-*) are written. Never the repository name. The formats:
+https://github.com/vllm-project/speculators/blob/v0.7.0/src/speculators/config.py (speculators),
+https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle3.py and
+llama_eagle.py beside it (how vLLM reads EAGLE-3 and EAGLE-1 heads).
 """
 
 from __future__ import annotations

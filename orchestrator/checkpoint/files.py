@@ -14,8 +14,8 @@ from typing import Any, Final
 from orchestrator.untrusted_files import UnreadableFile, parse_json, read_regular_file
 
 #: Largest metadata JSON file read. The largest real one known is Gemma 3's tokenizer.json,
-#: 33.4 MB (https://huggingface.co/google/gemma-3-27b-it/blob/main/tokenizer.json); a config.json
-#: is a few KB.
+#: 33.4 MB (Hugging Face google/gemma-3-27b-it; not verified upstream at a pinned commit, as the
+#: hub is not reachable from here); a config.json is a few KB.
 MAX_JSON_BYTES: Final = 64 << 20
 #: Largest count (sizes, layers, heads, positions, bytes) taken from metadata: 2^53 is exact as a
 #: float, so the memory formulas stay finite. A 1 T-parameter checkpoint has about 2^41 bytes.

@@ -56,8 +56,9 @@ FIELD_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "attention_chunk_size": ("attention_chunk_size",),
 }
 
-#: Keys that declare MTP layers, by family (vllm.md §2.3: DeepSeek/MiMo/GLM/Qwen3-Next use
-#: num_nextn_predict_layers, Qwen3.5 mtp_num_hidden_layers, MiniMax-M3 num_mtp_modules).
+#: Keys that declare MTP layers, by family (DeepSeek/MiMo/GLM/Qwen3-Next use
+#: num_nextn_predict_layers, Qwen3.5 mtp_num_hidden_layers, MiniMax-M3 num_mtp_modules: vLLM's
+#: hf_config_override, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L661-L1074).
 MTP_KEYS: Final = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
 # Quantization methods whose bit width is implied by the name.

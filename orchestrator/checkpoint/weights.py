@@ -20,8 +20,8 @@ from orchestrator.checkpoint.files import BadValue, UnreadableMetadata, read_jso
 from orchestrator.untrusted_files import UnreadableFile, parse_json, read_regular_file
 
 INDEX_FILE = "model.safetensors.index.json"
-#: The format's own cap on the JSON header (safetensors `MAX_HEADER_SIZE`, https://github.com/
-#: huggingface/safetensors/blob/45c8c2cbd1a86ce87866a584410984bcd9aa25fc/safetensors/src/tensor.rs#L8).
+#: The format's own cap on the JSON header (safetensors `MAX_HEADER_SIZE`,
+#: https://github.com/huggingface/safetensors/blob/45c8c2cbd1a86ce87866a584410984bcd9aa25fc/safetensors/src/tensor.rs#L8).
 MAX_HEADER_BYTES: Final = 100_000_000
 #: Most top-level .safetensors files read; the largest real checkpoints have a few hundred shards.
 MAX_SHARDS: Final = 10_000

@@ -44,7 +44,9 @@ def engine_version_is_known(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.method-supported",
-    source="orchestrator/engines/capabilities.yaml; vLLM SupportsEagle3 (vllm.md §2.5)",
+    source="orchestrator/engines/capabilities.yaml; https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/gpu_model_runner.py"
+    "#L5230-L5238 (vLLM: 'Model does not support EAGLE3 interface' for a target class without "
+    "SupportsEagle3)",
     applies=_speculative,
 )
 def engine_supports_method(ctx: CompatContext) -> Finding | None:
@@ -107,7 +109,8 @@ def _architecture_finding(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.draft-tensor-parallel",
-    source="vLLM SpeculativeConfig._verify_and_get_draft_tp, DraftModelProposer (vllm.md §2.5)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L1712-L1742 (vLLM _verify_and_get_draft_tp: 1 or the "
+    "target's TP); https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/spec_decode/draft_model.py#L63-L78 (draft_model: equal to the target's)",
     applies=lambda ctx: ctx.profile.proposer.draft_tensor_parallel_size is not None,
 )
 def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
@@ -138,7 +141,11 @@ def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.pipeline-parallel",
-    source="SGLang server_args (pp_size > 1 requires no speculative decoding); vllm.md §2.5",
+    source="https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/validation_hook.py#L119-L138 (SGLang 0.5.23 with pp_size > 1: "
+    "the overlap scheduler off and EAGLE only); "
+    "https://github.com/vllm-project/vllm/blob/01ed47b4166b26251895a9c298352fcdb2385149/docs/"
+    "features/speculative_decoding/README.md (vLLM: pipeline parallelism 'not composible with "
+    "speculative decoding as of vllm<=0.15.0')",
     applies=lambda ctx: ctx.profile.speculative and ctx.profile.hardware.pipeline_parallel_size > 1,
 )
 def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
@@ -185,8 +192,10 @@ def attention_data_parallel_is_supported(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.kv-cache-dtype",
-    source="vLLM CacheDType (vllm/config/cache.py); SGLang server_args --kv-cache-dtype choices; "
-    "TensorRT-LLM KvCacheConfig.dtype",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/cache.py#L39-L59 (vLLM CacheDType); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/model.py#L197-L221 (SGLang --kv-cache-dtype choices); "
+    "https://nvidia.github.io/TensorRT-LLM/1.2.0/_modules/tensorrt_llm/llmapi/llm_args.html "
+    "(TensorRT-LLM KvCacheConfig.dtype)",
 )
 def kv_cache_dtype_is_spelled(ctx: CompatContext) -> Finding | None:
     """Each engine accepts its own set of KV-cache dtypes (SGLang has no float16 choice,
@@ -214,8 +223,10 @@ def _fp8_kv_on_gpu(ctx: CompatContext) -> bool:
 
 @rule(
     "engine.kv-cache-dtype-gpu",
-    source="orchestrator/engines/<engine>.py fp8_kv_cache_on (vLLM 0.32.0 attention-backend "
-    "selection, SGLang 0.5.23 default backends, TensorRT-LLM 1.2.0 hardware support matrix)",
+    source="orchestrator/engines/vllm.py, orchestrator/engines/sglang.py and "
+    "orchestrator/engines/trtllm.py fp8_kv_cache_on (vLLM 0.32.0 attention-backend selection, "
+    "SGLang 0.5.23 default backends, TensorRT-LLM 1.2.0 hardware support matrix; each finding "
+    "names the upstream lines)",
     applies=_fp8_kv_on_gpu,
 )
 def kv_cache_dtype_runs_on_gpu(ctx: CompatContext) -> Finding | None:

@@ -10,12 +10,13 @@ from orchestrator.engines.native import NativeSupport, native_support
 
 @rule(
     "checkpoint.remote-code",
-    source="config.json auto_map (transformers AutoConfig/AutoModel remote code); the model types "
-    "and architectures each engine release loads natively, recorded from the engine itself "
-    "(orchestrator/engines/native_models.json: vLLM 0.32.0 ModelRegistry and _CONFIG_REGISTRY, "
-    "SGLang 0.5.23 models/*.py EntryClass and _CONFIG_REGISTRY, with transformers' "
-    "CONFIG_MAPPING); vLLM 0.32.0 refuses XiaomiMiMo/MiMo-7B-Base ('Transformers does not "
-    "recognize this architecture') without --trust-remote-code (tests/conformance)",
+    source="https://github.com/huggingface/transformers/blob/v5.19.0/src/transformers/models/auto/configuration_auto.py#L397-L416 (config.json auto_map: the "
+    "AutoConfig/AutoModel classes are the checkpoint's own code, loaded only with "
+    "trust_remote_code) and #L426-L436 ('Transformers does not recognize this architecture', "
+    "which vLLM 0.32.0 raises for XiaomiMiMo/MiMo-7B-Base without --trust-remote-code); "
+    "orchestrator/engines/native_models.json (the model types and architectures each engine "
+    "release loads natively, recorded from the engine by `specdeploy dev native-models`); "
+    "tests/conformance",
     applies=lambda ctx: not ctx.profile.target.trust_remote_code,
 )
 def remote_code_is_trusted(ctx: CompatContext) -> list[Finding]:

@@ -27,8 +27,10 @@ def _speculative_on_gpu(ctx: CompatContext) -> bool:
 
 @rule(
     "memory.over-budget",
-    source="vLLM gpu_worker.determine_available_memory and kv_cache_utils startup check "
-    "(vllm.md §6.1); vllm-project/vllm#9995 and #8731 (OOMs from draft weights and draft KV)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/gpu_worker.py#L634-L808 (vLLM determine_available_memory) and "
+    "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/core/kv_cache_utils.py#L1003-L1040 (start-up refused when one max_model_len request "
+    "does not fit); https://github.com/vllm-project/vllm/issues/9995 and "
+    "https://github.com/vllm-project/vllm/issues/8731 (OOMs from draft weights and draft KV)",
 )
 def over_budget(ctx: CompatContext) -> Finding | None:
     """Weights + overheads + KV for one sequence of `max_model_len` must fit the per-GPU budget:
@@ -52,8 +54,10 @@ def over_budget(ctx: CompatContext) -> Finding | None:
 @rule(
     "memory.speculation-cost",
     applies=_speculative_with_memory,
-    source="vllm.md §6.2: draft weights load before profiling and draft layers share the KV pool "
-    "(same num_blocks); sglang_trtllm.md Part D",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/gpu_model_runner.py#L5028-L5080 (vLLM loads the drafter with the "
+    "target, before memory profiling) and https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle.py#L160-L164 (draft "
+    "layers numbered after the target's, in the same KV pool); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/spec.py#L151-L163 (SGLang: one draft KV slot per target token)",
 )
 def speculation_cost(ctx: CompatContext) -> Finding | None:
     """Draft weights and draft KV come out of the memory the target's KV cache would use, so
@@ -90,9 +94,12 @@ def _fp8_fix(ctx: CompatContext) -> str:
 @rule(
     "serving.high-concurrency",
     applies=_speculative_on_gpu,
-    source="vLLM README (speculative decoding reduces inter-token latency 'under medium-to-low "
-    "QPS'); vLLM dynamic speculative decoding doc ('effective BS becomes BS*K ... beyond a "
-    "critical BS then SD negatively impacts the decode speed'); vllm.md §4",
+    source="https://github.com/vllm-project/vllm/blob/01ed47b4166b26251895a9c298352fcdb2385149/"
+    "docs/features/speculative_decoding/README.md#L3 (speculative decoding reduces inter-token "
+    "latency 'under medium-to-low QPS'); "
+    "https://github.com/vllm-project/vllm/blob/015a47e1282c9ef40d706ee3463cb699e04e93c0/docs/"
+    "features/speculative_decoding/dynamic_speculative_decoding.md#L5 ('effective BS becomes "
+    "BS*K ... beyond a critical BS then SD negatively impacts the decode speed')",
 )
 def high_concurrency(ctx: CompatContext) -> Finding | None:
     """Each decode step verifies max_concurrency x (num_speculative_tokens + 1) tokens. Once that

@@ -59,7 +59,8 @@ def _mtp(ctx: CompatContext) -> bool:
 
 @rule(
     "checkpoint.unresolved",
-    source="DESIGN.md §3 (resolution order: local directory, HF cache, hub, built-in catalog)",
+    source="orchestrator/checkpoint/resolution.py (resolution order: local directory, HF cache, "
+    "hub, built-in catalog)",
 )
 def checkpoint_resolved(ctx: CompatContext) -> list[Finding]:
     """Every pairing and memory check needs the checkpoint's metadata. A model specdeploy cannot
@@ -82,7 +83,10 @@ def _unresolved(u: Unresolved) -> Finding:
 
 @rule(
     "pairing.draft-tokenizer",
-    source="llama.cpp PR #3812 (per-token vocab check); catalog.md §A4 (same size, other tokens)",
+    source="https://github.com/ggml-org/llama.cpp/pull/3812 (llama.cpp compares drafts token by "
+    "token); https://github.com/QwenLM/Qwen3/issues/885 (one Qwen tokenizer, vocab_size padded to "
+    "151936 or 152064); orchestrator/checkpoint/catalog/tokenizers.json (tokenizer families, each "
+    "with its source)",
     applies=_draft_model,
 )
 @_about("proposer.model")
@@ -119,9 +123,15 @@ def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.draft-vocab-size",
-    source="vLLM SpeculativeConfig.verify_equal_vocab_size_if_draft_model (vllm.md §2.4); "
-    "sglang_trtllm.md A2 (SGLang STANDALONE: no size check), B3 (TRT-LLM DraftTarget: shared "
-    "vocabulary, not enforced in code)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L1870-L1884 (vLLM "
+    "verify_equal_vocab_size_if_draft_model); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.14/python/sglang/srt/speculative/"
+    "standalone_worker_v2.py (SGLang STANDALONE up to 0.5.14: no size check; from 0.5.15 "
+    "_validate_vocab_compatibility refuses unequal sizes, "
+    "https://github.com/sgl-project/sglang/blob/v0.5.15/python/sglang/srt/speculative/"
+    "standalone_worker_v2.py#L215-L240); "
+    "https://nvidia.github.io/TensorRT-LLM/1.2.0/features/speculative-decoding.html#draft-target "
+    "(TensorRT-LLM DraftTarget: same tokenizer required by the docs, no size check)",
     applies=_draft_model,
 )
 @_about("proposer.model")
@@ -177,8 +187,9 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.eagle-head-hidden-size",
-    source="vLLM llama_eagle3.py (fc input = target_hidden_size x 3); catalog.md §B4 #1; "
-    "vllm-project/vllm issue #18906",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle3.py#L218-L250 (fc input = "
+    "target_hidden_size x 3, else hidden_size x 3); "
+    "https://github.com/vllm-project/vllm/issues/18906",
     applies=_eagle,
 )
 @_about("proposer.model")
@@ -214,7 +225,9 @@ def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.eagle-head-vocab",
-    source="vLLM llama_eagle3.py (d2t offsets into the target vocab); catalog.md §B3, §B4 #2",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle3.py#L335-L345 (a draft_vocab_size below the "
+    "target's needs d2t, loaded as draft_id_to_target_id) and #L378-L390 (d2t offsets draft ids "
+    "into the target vocab)",
     applies=_eagle,
 )
 @_about("proposer.model")
@@ -257,9 +270,10 @@ def _lenient_vocab_engines() -> str:
 
 @rule(
     "pairing.eagle-generation",
-    source="vLLM 0.32.0 llama_eagle.py load_weights (EagleLlamaForCausalLM refuses EAGLE-3 "
-    "tensors); SGLang 0.5.23 models/llama_eagle3.py#L237-L238 and sgl-project/sglang PR #21272 "
-    "(an EAGLE-3 head run as EAGLE: fc skipped, accept length 1.0)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama_eagle.py#L146-L196 (vLLM EagleLlamaForCausalLM "
+    "loads with AutoWeightsLoader, which refuses EAGLE-3 tensors); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/models/llama_eagle3.py#L237-L238 and https://github.com/sgl-project/sglang/pull/21272 "
+    "(SGLang: an EAGLE-3 head run as EAGLE skips fc, accept length 1.0)",
     applies=lambda ctx: _eagle(ctx) and ENGINES[ctx.engine].serves_eagle1_heads,
 )
 @_about("proposer.model")
@@ -300,7 +314,10 @@ def eagle_generation_matches(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.eagle-aux-layers",
-    source="catalog.md §B3 (valid ids 0..num_hidden_layers); sgl-project/sglang PR #32334",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/interfaces.py#L1712-L1732 (vLLM default ids 2, N//2, "
+    "N-3: inputs of target layers); https://github.com/sgl-project/sglang/pull/25454 (SGLang "
+    "shifts explicit ids by one); https://github.com/sgl-project/sglang/pull/32334 (heads that "
+    "use boundary id N): valid ids are 0..num_hidden_layers",
     applies=_eagle3,
 )
 @_about("proposer.model")
@@ -328,7 +345,8 @@ def eagle_aux_layers_exist(ctx: CompatContext) -> Finding | None:
 @rule(
     "pairing.speculators-format",
     source="https://github.com/vllm-project/vllm/pull/21345 (vLLM loads speculators-format heads "
-    "from 0.10.1); sglang==0.5.23 wheel: no code reads speculators_config",
+    "from 0.10.1); https://github.com/sgl-project/sglang/tree/v0.5.23/python/sglang (no code in "
+    "SGLang 0.5.23 reads speculators_config)",
     applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
 )
 @_about("proposer.model")
@@ -384,7 +402,11 @@ def _speculators_readers() -> str:
 
 @rule(
     "pairing.speculators-verifier",
-    source="vllm-project/speculators src/speculators/config.py VerifierConfig; catalog.md B4",
+    source="https://github.com/vllm-project/speculators/blob/v0.7.0/src/speculators/config.py"
+    "#L40-L47 (VerifierConfig: the verifier a head was trained against); "
+    "https://huggingface.co/RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3/commit/"
+    "5b6cee4e4955edb3c90f2a39d1d804fbee5ce0ae (a published head whose verifier name_or_path is a "
+    "local path)",
     applies=lambda ctx: _eagle(ctx) and _head(ctx) is not None,
 )
 @_about("proposer.model")
@@ -419,7 +441,10 @@ def speculators_verifier_matches(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.mtp-layers",
-    source="vllm.md §2.3 (MTP config keys per family); sglang_trtllm.md B3 (TRT-LLM MTP)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L661-L1074 (vLLM hf_config_override: the MTP layer key "
+    "per family, num_nextn_predict_layers / mtp_num_hidden_layers / num_mtp_modules); "
+    "https://nvidia.github.io/TensorRT-LLM/1.2.0/features/speculative-decoding.html#mtp "
+    "(TensorRT-LLM MTP: num_nextn_predict_layers)",
     applies=_mtp,
 )
 @_about("proposer.method")
@@ -461,7 +486,8 @@ def _mtp_examples(ctx: CompatContext) -> str:
 
 @rule(
     "pairing.mtp-weights",
-    source="MiniMax-AI/MiniMax-M2 issue #47, MiniMax-M2.5 issue #8 (MTP in config, no weights)",
+    source="https://github.com/MiniMax-AI/MiniMax-M2/issues/47, "
+    "https://github.com/MiniMax-AI/MiniMax-M2.5/issues/8 (MTP in config, no weights)",
     applies=lambda ctx: _mtp(ctx) and ctx.target is not None and ctx.target.mtp_layers > 0,
 )
 @_about("target.model")
@@ -484,7 +510,9 @@ def mtp_weights_present(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "pairing.revision-pinned",
-    source="Kaito preset catalog (models pinned to Hugging Face commits); DESIGN.md §2",
+    source="https://github.com/kaito-project/kaito/blob/0567d7f2e5040e991cc9c88a02d43d6befe15816/"
+    "presets/workspace/models/supported_models.yaml (Kaito pins every preset model to a Hugging "
+    "Face commit); profile.schema.json (target.revision, proposer.revision)",
 )
 def revisions_pinned(ctx: CompatContext) -> list[Finding]:
     """A hub model without a pinned commit can change under a running deployment: a new upload
@@ -509,8 +537,11 @@ def revisions_pinned(ctx: CompatContext) -> list[Finding]:
 
 @rule(
     "engine.trtllm-eagle-checkpoint",
-    source="NVIDIA/TensorRT-LLM docs/source/features/speculative-decoding.md (EAGLE v1/v2 "
-    "checkpoints are not compatible); sglang_trtllm.md B2",
+    source="https://nvidia.github.io/TensorRT-LLM/1.2.0/features/speculative-decoding.html"
+    "#usage-with-trtllm-bench-and-trtllm-serve (1.0-1.2: decoding_type Eagle is 'for EAGLE 3'); "
+    "https://github.com/NVIDIA/TensorRT-LLM/blob/04c8822cc42ffd1f5b6270874e5b9a64a20e7a58/docs/"
+    "source/features/speculative-decoding.md (1.3 on: Eagle is an alias of Eagle3 and EAGLE "
+    "v1/v2 draft checkpoints are incompatible)",
     applies=lambda ctx: _eagle(ctx) and not ENGINES[ctx.engine].serves_eagle1_heads,
 )
 @_about("proposer.model")

@@ -27,8 +27,10 @@ _DIGEST = re.compile(r"@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 @rule(
     "serving.secret-in-args",
     source="Kubernetes: Secrets are the place for credentials, not a Pod's command or args "
-    "(https://kubernetes.io/docs/concepts/configuration/secret/#uses-for-secrets); token "
-    "formats in orchestrator/redaction.py TOKEN_KINDS, each with its own source",
+    "(https://github.com/kubernetes/website/blob/7dae226a96f9cb3f8a91d67cf2d89e2ca7b45788/content/"
+    "en/docs/concepts/configuration/secret.md#L16-L19: 'safer and more flexible than putting it "
+    "verbatim in a Pod definition'); token formats in orchestrator/redaction.py TOKEN_KINDS, "
+    "each with its own source",
 )
 def no_secret_in_args(ctx: CompatContext) -> list[Finding]:
     """A Hugging Face token, an API key after `--api-key`/`--hf-token`, or `user:password@` in

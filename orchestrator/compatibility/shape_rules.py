@@ -15,9 +15,9 @@ def _draft_model(ctx: CompatContext) -> bool:
 
 @rule(
     "engine.tensor-parallel-shape",
-    source="vllm/model_executor/layers/linear.py QKVParallelLinear.__init__ (divide() asserts "
-    "heads % tp == 0 and kv % tp == 0, or tp % kv == 0 when KV heads are replicated); SGLang's "
-    "QKVParallelLinear is the same code",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/layers/linear.py#L1052-L1058 (vLLM QKVParallelLinear: divide() "
+    "asserts heads % tp == 0 and kv % tp == 0, or tp % kv == 0 when KV heads are replicated); "
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/layers/linear.py#L1139-L1146 (SGLang's QKVParallelLinear, the same division)",
 )
 def tensor_parallel_shape(ctx: CompatContext) -> list[Finding]:
     """Tensor parallelism splits attention heads across GPUs, so the query heads must divide by
@@ -97,8 +97,9 @@ def _tp_fix(ctx: CompatContext, field: str) -> str:
 
 @rule(
     "serving.max-model-len",
-    source="vLLM _get_and_verify_max_len (vllm/config/model.py: rope_scaling extends "
-    "max_position_embeddings); vllm.md §9 item 14",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/model.py#L2527-L2666 (vLLM _get_and_verify_max_len: rope scaling "
+    "extends max_position_embeddings; a longer max_model_len is refused); "
+    "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L1633-L1675 (the draft is capped at its own limit)",
 )
 def max_model_len_supported(ctx: CompatContext) -> list[Finding]:
     """A max_model_len above what the target's positions (with any RoPE scaling its config

@@ -5,9 +5,10 @@ Run as a script by the Python that has torch, transformers and tokenizers (the v
 It imports nothing from specdeploy, so it works in an environment where specdeploy is not
 installed. `orchestrator.dev.tiny_models` writes the plan and calls it; use that instead.
 
-Why these shapes (shared/reference/feasibility_vllm.md §4): head_dim 32 because vLLM's CPU
-attention backend accepts only head sizes [32, 64, 80, 96, 112, 128, ...] (64/4 = 16 is refused);
-a chat template so /v1/chat/completions works ("default chat template is no longer allowed").
+Why these shapes: head_dim 32 because vLLM's CPU attention backend accepts only head sizes
+[32, 64, 80, 96, 112, 128, ...] (64/4 = 16 is refused;
+https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/attention/backends/cpu_attn.py#L68-L70); a chat template so /v1/chat/completions works ("default chat template is no longer
+allowed").
 """
 
 from __future__ import annotations

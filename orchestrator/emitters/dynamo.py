@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from orchestrator.plan.types import DeploymentPlan
 
 API_VERSION: Final = "nvidia.com/v1beta1"
-#: Dynamo release whose runtime images are the default (docs.nvidia.com/dynamo v1.5.0, DCD
-#: reference, "Minimal example" image tag).
+#: Dynamo release whose runtime images are the default (the image tag of the "Minimal example" in
+#: the DynamoGraphDeployment reference of Dynamo's v1.5.0 documentation; not verified upstream at
+#: a pinned URL).
 DYNAMO_VERSION: Final = "1.4.0"
 SOURCE: Final = "orchestrator/emitters/dynamo.py"
 SHM_VOLUME: Final = "dshm"
@@ -59,7 +60,9 @@ class Worker:
     model_index: int
 
 
-#: Engine -> Dynamo worker (components/src/dynamo/{vllm,sglang,trtllm}); launches are
+#: Engine -> Dynamo worker
+#: (https://github.com/ai-dynamo/dynamo/tree/4a78ada1d9a0d6f9e884f135ae609ee41b6eb9d7/components/src/dynamo);
+#: launches are
 #: `vllm serve MODEL ...`, `python3 -m sglang.launch_server --model-path MODEL ...` and
 #: `trtllm-serve MODEL ...`.
 WORKERS: Final[dict[str, Worker]] = {

@@ -44,8 +44,9 @@ GROUP: Final = "serving.kserve.io"
 KSERVE_PORT: Final = 8000
 #: Flags the template renders itself (from spec.parallelism and its own port); passing them again
 #: would only repeat them. `--revision` is dropped because the storage initializer already fetched
-#: the pinned revision (`hf://owner/model:revision`, python/storage/kserve_storage/
-#: kserve_storage.py) and vLLM reads the local copy in /mnt/models.
+#: the pinned revision (`hf://owner/model:revision`,
+#: https://github.com/kserve/kserve/blob/6f9057dd0934900d1b226ea3b9b8ff2d15dc23f2/python/storage/kserve_storage/kserve_storage.py)
+#: and vLLM reads the local copy in /mnt/models.
 TEMPLATE_FLAGS: Final = ("--port", "--tensor-parallel-size", "--revision")
 
 

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 #: The chart renders these itself: `--host 0.0.0.0 --port {{ containerPort }}` after the model.
 CHART_FLAGS: Final = ("--host", "--port")
 #: CPU and memory requests the chart requires (`chart.resources` fails without them); these are
-#: the chart's minimal example's values (tutorials/assets/values-01-minimal-example.yaml), as
-#: specdeploy's profile has no CPU or memory setting.
+#: the values of the chart's minimal example as vLLM's production-stack guide shows it
+#: (https://github.com/vllm-project/vllm/blob/d5c95556302c4f4fdae9e2aef9d03548e1b1f678/docs/deployment/integrations/production-stack.md),
+#: as specdeploy's profile has no CPU or memory setting.
 REQUEST_CPU: Final = 6
 REQUEST_MEMORY: Final = "16Gi"
 VALUES_FILE: Final = "production-stack/values.yaml"

@@ -1,8 +1,11 @@
 """SGLang: `python3 -m sglang.launch_server --model-path MODEL ... --speculative-*`.
 
-Flags follow sglang `server_args.py` (shared/reference/sglang_trtllm.md A1, A5) and are checked
-against sglang 0.5.23's `prepare_server_args` in tests/conformance. SGLang wants steps, topk and
-draft tokens either all unset or all set (A2), so specdeploy always sets all three.
+Flags follow SGLang's server arguments
+(https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/spec.py) and are
+checked against sglang 0.5.23's `prepare_server_args` in tests/conformance. SGLang wants steps,
+topk and draft tokens either all unset or all set
+(https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/speculative_hook.py#L1159-L1163),
+so specdeploy always sets all three.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ if TYPE_CHECKING:
     from orchestrator.memory.gpus import Gpu
     from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
-#: specdeploy method -> --speculative-algorithm (sglang speculative/spec_info.py). NEXTN is SGLang's
-#: name for native MTP layers (rewritten to EAGLE internally, with the target as draft).
+#: specdeploy method -> --speculative-algorithm (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/spec_info.py#L32-L46).
+#: NEXTN is SGLang's name for native MTP layers (rewritten to EAGLE internally, with the target as
+#: draft: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/speculative_hook.py#L109).
 ALGORITHM: Final[Mapping[str, str]] = {
     "draft_model": "STANDALONE",
     "eagle": "EAGLE",
@@ -32,10 +36,11 @@ ALGORITHM: Final[Mapping[str, str]] = {
     "ngram": "NGRAM",
 }
 #: Port of the torch.distributed rendezvous on the first node, with --nnodes / --node-rank /
-#: --dist-init-addr (sglang_trtllm.md A6: docker/k8s-sglang-distributed-sts.yaml and the LWS
-#: example use these flags and port 20000).
+#: --dist-init-addr (SGLang's multi-node StatefulSet example uses these flags and port 20000:
+#: https://github.com/sgl-project/sglang/blob/v0.5.23/docker/k8s-sglang-distributed-sts.yaml).
 DIST_INIT_PORT: Final = 20000
-#: --kv-cache-dtype spelling; float16 has no SGLang spelling (server_args choices).
+#: --kv-cache-dtype spelling; float16 has no SGLang spelling
+#: (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/model.py#L197-L221).
 KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
     "bfloat16": "bfloat16",
@@ -279,7 +284,8 @@ def draft_token_count(spec: LaunchSpec) -> int:
 
 def needs_overlap_disabled(spec: LaunchSpec) -> bool:
     """The overlap scheduler supports only topk 1 chains; SGLang's docs also disable it for NGRAM
-    (sglang_trtllm.md A3). A user may always ask for it."""
+    (https://github.com/sgl-project/sglang/blob/16974b80f378fe1bc80550b0736cd1b6a9a4bdad/docs_new/docs/advanced_features/speculative_decoding.mdx).
+    A user may always ask for it."""
     tuning = spec.profile.sglang
     if tuning is not None and tuning.disable_overlap_schedule:
         return True

@@ -23,11 +23,16 @@ if TYPE_CHECKING:
     from orchestrator.profile.schema import Profile
 
 #: SGLang's own mem_fraction_static for a GPU it cannot size (the fallback when the device memory
-#: is unknown), used as a ceiling when no estimate exists.
+#: is unknown), used as a ceiling when no estimate exists: 0.88 up to 0.5.19
+#: (https://github.com/sgl-project/sglang/blob/v0.5.19/python/sglang/srt/arg_groups/memory_hook.py#L263-L267);
+#: 0.5.20 raised it to 0.95
+#: (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L324-L328).
 UNKNOWN_GPU_FRACTION: Final = 0.88
-#: SGLang reserves about 2 MB per captured decode batch size, outside mem_fraction_static.
+#: SGLang reserves about 2 MB per captured decode batch size, outside mem_fraction_static
+#: (`reserve_for_graph_mb`,
+#: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L357-L368).
 GRAPH_BYTES_PER_BATCH: Final = 2 * 1024**2
-#: Warm-up logits: fp32 logits and probabilities (no public log to fit).
+#: Warm-up logits: fp32 logits and probabilities (not verified upstream: no public log to fit).
 LOGITS_BYTES_PER_ENTRY: Final = 8
 #: On NVLink boards the parallel groups (NCCL communicators, custom all-reduce) take ~2 GiB per GPU
 #: before the weights load: "Init torch distributed ends. mem usage=2.01 GB" on 7 of 8 H200 ranks
@@ -67,7 +72,7 @@ class _Defaults:
 #:   up to 8 (80 at TP >= 4) below 35 GiB, else the capture list's largest, 160, 256 above 90 GiB
 #:   and 512 above 156.25 GiB ("160 * 1000" MiB)
 #:   (https://github.com/sgl-project/sglang/blob/v0.4.9/python/sglang/srt/server_args.py#L330-L352,
-#:   .../v0.4.9/python/sglang/srt/model_executor/cuda_graph_runner.py#L138-L163).
+#:   https://github.com/sgl-project/sglang/blob/v0.4.9/python/sglang/srt/model_executor/cuda_graph_runner.py#L138-L163).
 #: 0.5.3: bands at 20/35/60/90/160 GiB (`_handle_gpu_memory_settings`,
 #:   https://github.com/sgl-project/sglang/blob/v0.5.3/python/sglang/srt/server_args.py#L567-L629).
 #: 0.5.10: the 20-35 GiB band captures 24 below TP 4
@@ -76,7 +81,7 @@ class _Defaults:
 #:   https://github.com/sgl-project/sglang/blob/v0.5.20/python/sglang/srt/arg_groups/memory_hook.py#L89-L179).
 #: 0.5.22: the default max batch is capped at --max-running-requests
 #:   (https://github.com/sgl-project/sglang/blob/v0.5.22/python/sglang/srt/arg_groups/memory_hook.py#L182-L188;
-#:   the same in v0.5.23, .../v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L89-L189).
+#:   the same in v0.5.23, https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/memory_hook.py#L89-L189).
 _BANDS_0_5_3: Final = (
     _Band(20, 2048, 8, 8),
     _Band(35, 2048, 16, 80),

@@ -20,12 +20,13 @@ if TYPE_CHECKING:
 
 #: trtllm-serve --max_num_tokens default (BuildConfig.max_num_tokens; explicit in
 #: BaseLlmArgs from 1.2.0). Without chunked prefill a prompt longer than this is rejected
-#: ("The sum of prompt length ... should not exceed max_num_tokens", NVIDIA/TensorRT-LLM#9277).
+#: ("The sum of prompt length ... should not exceed max_num_tokens",
+#: https://github.com/NVIDIA/TensorRT-LLM/issues/9277).
 DEFAULT_MAX_NUM_TOKENS: Final = 8192
 #: About 60 MB per captured graph (https://github.com/NVIDIA/TensorRT-LLM/pull/3362 review),
 #: default cuda_graph_config.max_batch_size 128 -> 8 power-of-two sizes ~ 0.5 GiB.
 CUDA_GRAPH_GIB: Final = 0.5
-#: Warm-up logits: fp32 logits and probabilities (no public log to fit).
+#: Warm-up logits: fp32 logits and probabilities (not verified upstream: no public log to fit).
 LOGITS_BYTES_PER_ENTRY: Final = 8
 
 

@@ -1,8 +1,9 @@
 """vLLM: `vllm serve MODEL ... --speculative-config '<json>'` (V1 engine, vLLM >= 0.10).
 
 Flag names and speculative-config keys follow vLLM's `EngineArgs` / `SpeculativeConfig`
-(shared/reference/vllm.md §1, §7), checked against vLLM 0.32.0's own parser in tests/conformance.
-`method` is always explicit: vLLM otherwise guesses it from the draft's repository name (§2.2).
+(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py), checked against
+vLLM 0.32.0's own parser in tests/conformance. `method` is always explicit: vLLM otherwise guesses
+it from the draft's repository name (SpeculativeConfig.__post_init__, #L1334 of that file).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from orchestrator.memory.gpus import Gpu
     from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
-#: specdeploy method -> vLLM speculative-config method (vllm/config/speculative.py SpeculativeMethod).
+#: specdeploy method -> vLLM speculative-config method (SpeculativeMethod,
+#: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L73-L83).
 _METHOD: Final[Mapping[str, str]] = {
     "draft_model": "draft_model",
     "eagle": "eagle",
@@ -34,12 +36,14 @@ _METHOD: Final[Mapping[str, str]] = {
 }
 #: Before vLLM 0.11 the only MTP method the config accepted was "deepseek_mtp"; vLLM then found
 #: the real family itself, but filled in the draft path only for some families, so specdeploy
-#: names the target explicitly (vllm 0.10.0 wheel, vllm/config.py; docs/engine-matrix.md).
+#: names the target explicitly
+#: (https://github.com/vllm-project/vllm/blob/v0.10.0/vllm/config.py#L2745-L2765; docs/engine-matrix.md).
 _LEGACY_MTP_METHOD: Final = "deepseek_mtp"
-#: vLLM's multi-node recipe (docs.vllm.ai deployment/frameworks/lws; the script is
-#: examples/online_serving/multi-node-serving.sh, shipped in the vllm/vllm-openai image): the leader
-#: starts a Ray head and waits for the whole group, then serves; workers join the Ray cluster, over
-#: which vLLM spreads TP x PP.
+#: vLLM's multi-node recipe
+#: (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/deployment/frameworks/lws.md; the script
+#: is https://github.com/vllm-project/vllm/blob/7a3bde4c9988d419449263a80f79e5d586e872a4/examples/online_serving/multi-node-serving.sh,
+#: shipped in the vllm/vllm-openai image): the leader starts a Ray head and waits for the whole
+#: group, then serves; workers join the Ray cluster, over which vLLM spreads TP x PP.
 RAY_SCRIPT: Final = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 #: Where vLLM's fp8 KV-cache facts were read (`fp8_kv_cache_on`); other releases get warnings.
 FP8_KV_READ_AT: Final = "0.32.0"
@@ -47,18 +51,22 @@ _V: Final = "https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/"
 #: Below SM 8.0 neither FlashAttention nor FlashInfer qualifies, so vLLM picks its Triton backend,
 #: which refuses an fp8 KV cache below SM 8.9 ("native FP8 (fp8e4nv) requires SM89+").
 FP8_KV_TRITON_SOURCE: Final = (
-    f"{_V}platforms/cuda.py#L83-L176 (backend priorities); {_V}v1/attention/backends/"
-    f"flash_attn.py#L453-L454 and flashinfer.py#L571-L579 (SM 8.0 and up); {_V}v1/attention/"
-    "backends/triton_attn.py#L486-L500 (fp8 refused below SM 8.9)"
+    f"{_V}platforms/cuda.py#L83-L176 (backend priorities); "
+    f"{_V}v1/attention/backends/flash_attn.py#L453-L454 and "
+    f"{_V}v1/attention/backends/flashinfer.py#L571-L579 (SM 8.0 and up); "
+    f"{_V}v1/attention/backends/triton_attn.py#L486-L500 (fp8 refused below SM 8.9)"
 )
 #: MLA models below SM 9.0 get only the Triton MLA backend, which refuses fp8 below SM 8.9; no MLA
 #: backend lists fp8_e5m2.
 FP8_KV_MLA_SOURCE: Final = (
     f"{_V}v1/attention/backends/mla/triton_mla.py#L97-L103 and #L195-L209; "
-    f"{_V}v1/attention/backends/mla/flashattn_mla.py#L70-L71, flashmla.py#L49-L55, "
-    "flashinfer_mla.py#L195-L201, cutlass_mla.py#L40-L46"
+    f"{_V}v1/attention/backends/mla/flashattn_mla.py#L70-L71, "
+    f"{_V}v1/attention/backends/mla/flashmla.py#L49-L55, "
+    f"{_V}v1/attention/backends/mla/flashinfer_mla.py#L195-L201, "
+    f"{_V}v1/attention/backends/mla/cutlass_mla.py#L40-L46"
 )
-#: vLLM KV-cache dtype spelling (vllm/config/cache.py CacheDType).
+#: vLLM KV-cache dtype spelling (CacheDType,
+#: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/cache.py#L39-L59).
 KV_DTYPE: Final[Mapping[str, str]] = {
     "auto": "auto",
     "bfloat16": "bfloat16",
@@ -217,7 +225,8 @@ class VllmEngine:
             image=profile.engine.image or spec.release.image,
             argv=tuple(argv),
             port=serving.port,
-            # /health is 200 once the engine is up (503 while draining); vllm.md §7.
+            # /health is 200 once the engine is up (503 once it has died):
+            # https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/entrypoints/serve/instrumentator/health.py#L22-L33
             health_path="/health",
             ready_path="/health",
             metrics_path="/metrics",

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 #: 38.9 B (https://github.com/jgchn/llm-d-planner/blob/3c876c8a84d11e11c7092d5dc76ffeb47a3115ba/accuracy/results/version-sweep/runs/qwen3-14b-vllm-v0-15-0--h100-80gb--tp1pp1dp1--8192.json).
 #: Not modelled: up to v0.11.0 an installed FlashInfer (>= 0.2.3) takes top-k/top-p over unless
 #: VLLM_USE_FLASHINFER_SAMPLER=0 (https://github.com/vllm-project/vllm/blob/v0.9.2/vllm/v1/sample/ops/topk_topp_sampler.py#L32-L51;
-#: opt-in from v0.11.1, .../v0.11.1/vllm/v1/sample/ops/topk_topp_sampler.py#L34-L35). Neither the
+#: opt-in from v0.11.1, https://github.com/vllm-project/vllm/blob/v0.11.1/vllm/v1/sample/ops/topk_topp_sampler.py#L34-L35). Neither the
 #: vllm nor the lmcache wheel of those releases depends on FlashInfer, so pip installs sort; no
 #: public log of the FlashInfer warm-up peak was found.
 SORT_SAMPLER_BYTES_PER_LOGIT: Final = 40
@@ -102,7 +102,7 @@ V1_NON_TORCH_GIB: Final = 0.25
 #: The worker takes its init memory snapshot after `init_worker_distributed_environment` from
 #: v0.11.0 (https://github.com/vllm-project/vllm/pull/25359; compare `Worker.init_device` at
 #: https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/v1/worker/gpu_worker.py#L155-L196 and
-#: .../v0.11.0/vllm/v1/worker/gpu_worker.py#L156-L186): before it the communicators' memory is a
+#: https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/worker/gpu_worker.py#L156-L186): before it the communicators' memory is a
 #: non-torch increase charged to gpu_memory_utilization; from it, it is outside the knob.
 SNAPSHOT_AFTER_PARALLEL_INIT_FROM: Final = (0, 11, 0)
 #: On NVLink boards the parallel groups (pynccl communicator, custom all-reduce IPC buffers) hold
@@ -120,12 +120,12 @@ NVLINK_EP_GROUP_GIB: Final = 0.5
 #: Which releases pay for that communicator. Before v0.11.0 every model has an EP group but
 #: `CudaCommunicator` gives it no pynccl ("ep does not use pynccl",
 #: https://github.com/vllm-project/vllm/blob/v0.9.2/vllm/distributed/device_communicators/cuda_communicator.py#L26-L35,
-#: unchanged through .../v0.10.2/vllm/distributed/device_communicators/cuda_communicator.py#L34-L35)
+#: unchanged through https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/distributed/device_communicators/cuda_communicator.py#L34-L35)
 #: and no custom all-reduce (TP only), so it holds no GPU memory. v0.11.0 gives every group a pynccl
-#: communicator (.../v0.11.0/vllm/distributed/device_communicators/cuda_communicator.py#L55-L60)
+#: communicator (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/distributed/device_communicators/cuda_communicator.py#L55-L60)
 #: while still building the EP group for dense models too
-#: (.../v0.11.0/vllm/distributed/parallel_state.py#L1198-L1206); v0.14.0 builds it for MoE models
-#: only (.../v0.14.0/vllm/distributed/parallel_state.py#L1405-L1408).
+#: (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/distributed/parallel_state.py#L1198-L1206); v0.14.0 builds it for MoE models
+#: only (https://github.com/vllm-project/vllm/blob/v0.14.0/vllm/distributed/parallel_state.py#L1405-L1408).
 EP_GROUP_COMMUNICATOR_FROM: Final = (0, 11, 0)
 EP_GROUP_MOE_ONLY_FROM: Final = (0, 14, 0)
 #: ...and the profile run's first collectives add non-torch memory on top of the TP-1 figure

@@ -11,8 +11,9 @@ CPU_MEMORY_SHARE_WARNING = 0.5
 
 @rule(
     "engine.cpu-memory-fraction",
-    source="vLLM 0.32.0 CPU worker: 'On the CPU backend, the `--gpu-memory-utilization` flag "
-    "controls the fraction of CPU memory reserved' (seen running profiles/local with two servers)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/worker/cpu_worker.py#L83-L95 ('On the CPU backend, the "
+    "`--gpu-memory-utilization` flag controls the fraction of CPU memory reserved'; seen running "
+    "profiles/local with two servers)",
     applies=lambda ctx: ctx.profile.hardware.device == "cpu",
 )
 def cpu_memory_fraction_is_modest(ctx: CompatContext) -> Finding | None:

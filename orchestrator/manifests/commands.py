@@ -18,9 +18,11 @@ from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import IncompatibleError
 from orchestrator.profile.schema import Profile
 
-#: Label LWS puts on every pod of a group; the leader is index 0. The Service selects the leader.
+#: Label LWS puts on every pod of a group; the leader is index 0. The Service selects the leader
+#: (https://github.com/kubernetes-sigs/lws/blob/47a6181f092baa7be1475a75480fa717ca4d5647/api/leaderworkerset/v1/leaderworkerset_types.go).
 LEADER_POD_LABELS: Final[Mapping[str, str]] = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
-#: What LWS injects into each pod of a group, as kubelet references (expanded in command/args).
+#: What LWS injects into each pod of a group, as kubelet references (expanded in command/args; as
+#: in https://github.com/kubernetes-sigs/lws/blob/v0.7.0/docs/examples/vllm/GPU/lws.yaml).
 LWS_WORKER_INDEX: Final = "$(LWS_WORKER_INDEX)"
 LWS_LEADER_ADDRESS: Final = "$(LWS_LEADER_ADDRESS)"
 #: The finding id of a replica spread over nodes that cannot be rendered (see `topology`).

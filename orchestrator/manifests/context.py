@@ -36,34 +36,40 @@ WorkloadKind = Literal["Deployment", "LeaderWorkerSet"]
 MANAGED_BY: Final = "specdeploy"
 PROFILE_LABEL: Final = "specdeploy.io/profile"
 VARIANT_LABEL: Final = "specdeploy.io/variant"
-#: Key inside deploy.hf_token_secret that holds the token (profile schema docstring); the engines
-#: and huggingface_hub read HF_TOKEN (vLLM docs/deployment/k8s.md).
+#: Key inside deploy.hf_token_secret that holds the token (profile.schema.json); the engines load
+#: weights through huggingface_hub, which reads HF_TOKEN
+#: (https://github.com/huggingface/huggingface_hub/blob/v2.4.0/src/huggingface_hub/utils/_auth.py#L68).
 HF_TOKEN_KEY: Final = "HF_TOKEN"
-#: Hugging Face cache inside the official engine images, which run as root (vLLM
-#: docs/deployment/k8s.md; SGLang install docs mount the same path).
+#: Hugging Face cache inside the official engine images, which run as root (vLLM's Kubernetes
+#: guide mounts it, https://github.com/vllm-project/vllm/blob/07b3dbf3a5dc86a5caaf71b512fb1b3af07e5e37/docs/deployment/k8s.md; SGLang's Docker example
+#: mounts the same path, https://github.com/sgl-project/sglang/blob/0b082f520802a6bb644b73ea5a3bccf61244836f/docker/k8s-sglang-service.yaml#L42-L45).
 HF_CACHE_DIR: Final = "/root/.cache/huggingface"
-#: Extended resource for a catalog GPU's node label key (device plugins: NVIDIA k8s-device-plugin,
-#: AMD k8s-device-plugin; shared/reference/catalog.md §C2).
+#: Extended resource for a catalog GPU's node label key: nvidia.com/gpu from NVIDIA's device plugin
+#: (https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/README.md#L187), amd.com/gpu from
+#: AMD's (https://github.com/ROCm/k8s-device-plugin/blob/v1.31.0.10/example/pod/pytorch.yaml#L26).
 GPU_RESOURCE_BY_LABEL: Final[dict[str, str]] = {
     "nvidia.com/gpu.product": "nvidia.com/gpu",
     "amd.com/gpu.product-name": "amd.com/gpu",
 }
 #: Start-up budget before the first healthy answer: image pull, weight download and load, CUDA
-#: graph capture / compilation. vLLM's k8s guide: download and compilation "can take minutes";
-#: raise the startup failureThreshold when events say "failed startup probe". These are
+#: graph capture / compilation. vLLM's Kubernetes guide (https://github.com/vllm-project/vllm/blob/07b3dbf3a5dc86a5caaf71b512fb1b3af07e5e37/docs/deployment/k8s.md):
+#: the download "might take a couple of minutes"; raise the startup failureThreshold when events
+#: say "failed startup probe". These are
 #: engineering allowances, not measurements: 10 min fixed + 30 s per GiB of weights (a download
 #: at about 35 MB/s plus loading), or 60 min when the weight size is unknown.
 STARTUP_BASE_SECONDS: Final = 600
 STARTUP_SECONDS_PER_GIB: Final = 30
 STARTUP_UNKNOWN_WEIGHTS_SECONDS: Final = 3600
 STARTUP_PERIOD_SECONDS: Final = 10
-#: Readiness every 5 s and liveness every 10 s, as in vLLM docs/deployment/k8s.md.
+#: Readiness every 5 s and liveness every 10 s, as in vLLM's Kubernetes guide (https://github.com/vllm-project/vllm/blob/07b3dbf3a5dc86a5caaf71b512fb1b3af07e5e37/docs/deployment/k8s.md).
 READINESS_PERIOD_SECONDS: Final = 5
 LIVENESS_PERIOD_SECONDS: Final = 10
 #: An init container's download of one EngineLaunch.downloads entry, run with the engine image:
 #: `sh -c SCRIPT download REPO_ID REVISION DIR` (an empty REVISION: the default branch). `hf` is
-#: huggingface_hub's CLI from 0.34.0; 1.0 removed `huggingface-cli`, which older images have
-#: instead (TensorRT-LLM 1.0-1.2 pin transformers 4.x, hence huggingface_hub < 1.0).
+#: huggingface_hub's CLI from 0.34.0 (https://github.com/huggingface/huggingface_hub/releases/tag/v0.34.0);
+#: 1.0 removed `huggingface-cli` (https://github.com/huggingface/huggingface_hub/releases/tag/v1.0.0),
+#: which older images have instead (TensorRT-LLM 1.0-1.2 pin transformers 4.x, hence
+#: huggingface_hub < 1.0).
 DOWNLOAD_SCRIPT: Final = (
     "cli=hf; command -v hf >/dev/null 2>&1 || cli=huggingface-cli; "
     'exec "$cli" download "$1" --local-dir "$3" ${2:+--revision "$2"}'

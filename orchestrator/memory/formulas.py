@@ -1,7 +1,8 @@
 """Pure memory formulas: parameter counts, weight bytes and KV-cache bytes per token.
 
-Every constant names its source. Formulas follow shared/reference/catalog.md §A3 and §D, which
-were checked against published checkpoint sizes (Llama-3.1-8B 14.96 GiB, gpt-oss MXFP4 sizes).
+Every constant names its source. The formulas are checked against published checkpoint sizes
+(Llama-3.1-8B 14.96 GiB, gpt-oss MXFP4 sizes, DeepSeek-V3's 671B + 14B) in
+tests/unit/memory/test_formulas.py.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ DTYPE_BYTES: Final[Mapping[str, float]] = {
 #: Dtype assumed when neither the profile nor config.json names one (every catalog model is bf16).
 DEFAULT_DTYPE: Final = "bfloat16"
 
-#: Bytes per quantized linear-layer parameter, scales included (catalog.md §D1): fp8 and int8 are
-#: 1 (+ negligible scales; aiconfigurator `fp8`, `sq`), int4 AWQ/GPTQ g128 is 0.5 + fp16 scale and
-#: zero per 128 ≈ 0.52 (KAITO Qwen3-8B-AWQ 5.68 GiB matches), NVFP4 0.5 + fp8 scale per 16 = 0.5625
-#: (aiconfigurator `nvfp4`), MXFP4 0.5 + e8m0 scale per 32 = 0.53125 (gpt-oss repo sizes match).
+#: Bytes per quantized linear-layer parameter, scales included: fp8 and int8 are 1 (+ negligible
+#: scales; aiconfigurator `fp8`, `sq`, https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51c4ca8e61b66ec108d86f223f8d559ce/aic-core/src/aiconfigurator_core/sdk/common.py#L1219-L1233),
+#: int4 AWQ/GPTQ g128 is 0.5 + fp16 scale and zero per 128 ≈ 0.52 (Kaito lists Qwen3-8B-AWQ at
+#: 5.68 GiB, https://github.com/kaito-project/kaito/blob/056b8280b1a8debf644bc6f4399e913a1f9c7e70/presets/workspace/models/model_catalog.yaml#L440-L446, which this figure reproduces),
+#: NVFP4 0.5 + fp8 scale per 16 = 0.5625 (aiconfigurator `nvfp4`, same lines), MXFP4 0.5 + e8m0
+#: scale per 32 = 0.53125 (the gpt-oss weight sizes in orchestrator/checkpoint/catalog/models/gpt-oss.json match).
 QUANT_BYTES_PER_PARAM: Final[Mapping[str, float]] = {
     "fp8": 1.0,
     "fbgemm_fp8": 1.0,
@@ -56,10 +59,13 @@ QUANT_BYTES_PER_PARAM: Final[Mapping[str, float]] = {
 #: attention, router, embeddings and lm_head in bf16).
 EXPERTS_ONLY_QUANT: Final = frozenset({"mxfp4", "experts_int8"})
 #: Group size scale overhead added to `quant_bits / 8` when a config states its bit width
-#: (fp16 scale + zero per 128 weights = 4/128 bytes ≈ 0.03; catalog §D1 rounds int4 to 0.52).
+#: (fp16 scale + zero per 128 weights = 4/128 bytes ≈ 0.03; QUANT_BYTES_PER_PARAM rounds int4 to
+#: 0.52).
 QUANT_SCALE_OVERHEAD: Final = 0.02
 
-#: vLLM KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE = 16); sequences round up to it.
+#: vLLM KV block size in tokens (CacheConfig.DEFAULT_BLOCK_SIZE = 16,
+#: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/cache.py#L72); sequences round up
+#: to it.
 KV_BLOCK_TOKENS: Final = 16
 
 
@@ -99,7 +105,8 @@ def param_breakdown(info: CheckpointInfo) -> ParamBreakdown | None:
     included), computed from config.json.
 
     Dense: `V*H (x2 untied) + L*(attention + 3*H*I + 2*H) + H`; MoE layers replace `3*H*I` by
-    `E*3*H*I_moe + H*E` plus shared experts; MLA attention as in catalog.md §A3. None when the
+    `E*3*H*I_moe + H*E` plus shared experts; MLA attention from its LoRA ranks (DeepSeek-V3 comes
+    to 671B, as its README states). None when the
     config lacks hidden size, layers, heads or vocabulary.
     """
     h, layers, vocab = info.hidden_size, info.num_hidden_layers, info.vocab_size
@@ -148,7 +155,9 @@ def moe_layer_mlp_params(info: CheckpointInfo) -> int:
 def mtp_params(info: CheckpointInfo) -> int:
     """Parameters vLLM loads for the MTP layers: per layer one decoder layer, the `eh_proj`
     (2H x H) and its norms, plus its own embedding and shared head (DeepSeek's checkpoint stores
-    them per MTP layer; catalog.md §A3: 11.6 B layer + 1.85 B embedding/head for DeepSeek-V3)."""
+    them per MTP layer: 11.6 B layer + 1.85 B embedding/head for DeepSeek-V3, whose README counts
+    "14B of the Multi-Token Prediction (MTP) Module weights",
+    https://github.com/deepseek-ai/DeepSeek-V3/blob/acbbd8938cde6914e00e6a1c43c673fceaba9418/README.md)."""
     if info.mtp_layers <= 0 or not info.hidden_size:
         return 0
     h, vocab = info.hidden_size, info.vocab_size or 0
@@ -186,7 +195,8 @@ def kv_bytes_per_layer(info: CheckpointInfo, tensor_parallel: int, kv_dtype_byte
 
     GQA/MHA: `2 * ceil(kv_heads / TP) * head_dim * b` (K and V; heads replicated when TP exceeds
     them; vLLM kv_cache_interface FullAttentionSpec). MLA: `(kv_lora_rank + qk_rope_head_dim) * b`,
-    one latent per token, not split by TP (vLLM MLAAttentionSpec; catalog.md §D2).
+    one latent per token, not split by TP (vLLM MLAAttentionSpec,
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/kv_cache_interface.py#L686-L699).
     """
     if info.is_mla:
         return math.ceil(((info.kv_lora_rank or 0) + (info.qk_rope_head_dim or 0)) * kv_dtype_bytes)

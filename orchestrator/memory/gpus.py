@@ -17,11 +17,12 @@ MIB: Final = 1024**2
 GIB: Final = 1024**3
 #: GiB that CUDA reports less than NVML on the same card (context and driver reservations), so the
 #: total that vLLM's `gpu_memory_utilization` multiplies (torch.cuda.mem_get_info) is lower than
-#: nvidia-smi's. Observed pairs: H100 81559 MiB vs 79.22 GiB (vLLM PR #10511 log), RTX 3090
-#: 24576 MiB vs 23.58 GiB (vllm#10517), RTX 5090 32607 MiB vs 31.37 GiB (vllm#14452),
-#: RTX PRO 4500 32623 MiB vs 31.38 GiB (vllm PR #51590). Differences 0.42-0.48 GiB.
+#: nvidia-smi's. Observed pairs: H100 81559 MiB vs 79.22 GiB (https://github.com/vllm-project/vllm/pull/10511 log), RTX 3090
+#: 24576 MiB vs 23.58 GiB (https://github.com/vllm-project/vllm/issues/10517), RTX 5090 32607 MiB vs 31.37 GiB (https://github.com/vllm-project/vllm/issues/14452),
+#: RTX PRO 4500 32623 MiB vs 31.38 GiB (https://github.com/vllm-project/vllm/pull/51590). Differences 0.42-0.48 GiB.
 CUDA_RESERVED_GIB: Final = 0.45
-#: Node label GPU Feature Discovery sets from the NVML product name (GFD README).
+#: Node label GPU Feature Discovery sets from the NVML product name
+#: (https://github.com/NVIDIA/k8s-device-plugin/blob/v0.20.0/docs/gpu-feature-discovery/README.md#L220).
 NVIDIA_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 
 

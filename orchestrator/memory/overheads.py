@@ -25,19 +25,21 @@ from orchestrator.profile.schema import Profile
 # records the larger one, so the activation term is max(forward, sampler), not their sum.
 #: Peak forward-pass bytes per profiled token per intermediate (MLP) element on one GPU. Fitted to
 #: vLLM's "PyTorch activation peak" (peak_torch_memory - weights) for Llama-3.1-8B (I=14336) on
-#: an RTX 3090 (vllm-project/vllm#10517): 2.07 GiB at 20,000 and 2.99 GiB at 29,000 profiled
+#: an RTX 3090 (https://github.com/vllm-project/vllm/issues/10517): 2.07 GiB at 20,000 and 2.99 GiB at 29,000 profiled
 #: tokens give 7.75 and 7.72 B with no intercept (the sampler peak, ~1.2 GiB, is the smaller one).
 ACTIVATION_BYTES_PER_TOKEN_PER_INTERMEDIATE: Final = 7.75
 #: MoE layers add the fused-MoE output cache, tokens x top-k x hidden x 2 B (vLLM
-#: fused_moe.py `intermediate_cache3`, shape (M, topk, K)); aiconfigurator adds a "MoE dispatch
-#: workspace" term for the same reason (catalog.md §D4).
+#: `intermediate_cache3`, shape (M, topk, K),
+#: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/layers/fused_moe/fused_moe.py#L1743);
+#: aiconfigurator adds a "MoE block-scale dispatch workspace" term for the same reason
+#: (https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51c4ca8e61b66ec108d86f223f8d559ce/aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py#L1705-L1708).
 MOE_WORKSPACE_BYTES_PER_ELEMENT: Final = 2
 
 # --- memory outside torch (engine-neutral defaults; engines with their own logs override them) ---
 #: cuBLAS/allocator memory outside torch one GPU holds without collectives: 0.35 GiB (RTX 3090,
 #: vLLM V0, https://github.com/vllm-project/vllm/issues/10517), 0.33 GiB (RTX 5090,
-#: https://github.com/vllm-project/vllm/issues/14452), 0.20-0.25 GiB (vLLM PR #14447, issue
-#: #13061). The engines' `non_torch_gib` use it unless they have their own logs.
+#: https://github.com/vllm-project/vllm/issues/14452), 0.20-0.25 GiB (https://github.com/vllm-project/vllm/pull/14447,
+#: https://github.com/vllm-project/vllm/issues/13061). The engines' `non_torch_gib` use it unless they have their own logs.
 NON_TORCH_GIB: Final = 0.35
 #: NCCL buffers per GPU when TP > 1 where no engine log says otherwise: aiconfigurator's nccl_mem,
 #: 342 MiB (TP2) / 392 MiB (TP4, TP8), "some nonofficial correction based on observations" on

@@ -118,7 +118,8 @@ def eagle_head_weight_bytes(profile: Profile, head: CheckpointInfo, target: Chec
     Computed head: per layer an attention block whose q/k/v read 2H (EAGLE-3 concatenates the
     embedding and the fused hidden state), a dense MLP, plus the `fc` projection (3H -> H for
     EAGLE-3, 2H -> H for EAGLE-1) and, for EAGLE-3, its own lm_head over `draft_vocab_size`.
-    Embeddings are shared with the target (catalog.md §D5: Llama-3.1-8B EAGLE-3 head 0.79 GiB).
+    Embeddings are shared with the target (Llama-3.1-8B's EAGLE-3 head: 0.425 B parameters,
+    0.79 GiB, tests/unit/memory/test_formulas.py).
     """
     if head.weight_bytes:
         return head.weight_bytes

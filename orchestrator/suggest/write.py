@@ -22,7 +22,7 @@ from orchestrator.suggest.support import describe_support
 from orchestrator.suggest.types import Option, Suggestions
 
 _WIDTH: Final = 98
-#: Sections in the order DESIGN.md §2 writes them.
+#: Sections in the order the example profiles (profiles/*.yaml) write them.
 _ORDER: Final[tuple[str, ...]] = (
     "apiVersion",
     "kind",

@@ -52,7 +52,7 @@ def status_server(status: int) -> Iterator[tuple[str, list[str]]]:
 
         do_GET = do_HEAD = _answer
 
-        def log_message(self, format: str, *args: object) -> None:
+        def log_message(self, fmt: str, *args: object) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
