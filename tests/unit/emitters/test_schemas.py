@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import kubernetes_validate
 import pytest
@@ -287,3 +287,52 @@ def test_a_seeded_mistake_in_the_chart_values_is_caught(tmp_path: Path) -> None:
     assert ".servingEngineSpec.modelSpec.0: 'requestGPUs' is not a key" in " ".join(
         values_errors(values)
     )
+
+
+class TestStructural:
+    """How a CRD schema is read, on a small schema of the shapes the real CRDs use."""
+
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "size": {"x-kubernetes-int-or-string": True},
+            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "pruned": {"type": "object"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "maybe": {"type": "string", "nullable": True},
+            "ruled": {
+                "type": "integer",
+                "minimum": 1,
+                "x-kubernetes-validations": [{"rule": "self > 5"}],
+            },
+        },
+    }
+
+    def errors(self, value: dict[str, Any]) -> list[str]:
+        import jsonschema
+
+        from tests.unit.emitters.referees import structural
+
+        check = jsonschema.Draft4Validator(structural(self.SCHEMA))
+        return [e.message for e in check.iter_errors(value)]
+
+    def test_int_or_string_takes_either(self) -> None:
+        assert self.errors({"size": 8}) == self.errors({"size": "8Gi"}) == []
+        assert self.errors({"size": 1.5}) != []
+
+    def test_preserve_unknown_fields_keeps_what_it_does_not_name(self) -> None:
+        assert self.errors({"open": {"anything": {"at": "all"}}}) == []
+
+    def test_other_objects_refuse_unknown_fields(self) -> None:
+        assert self.errors({"closed": {"b": "x"}}) == [
+            "Additional properties are not allowed ('b' was unexpected)"
+        ]
+        assert self.errors({"pruned": {"x": 1}}) != []  # the API server would drop it
+        assert self.errors({"surprise": 1}) != []
+
+    def test_maps_nullable_and_dropped_cel_rules(self) -> None:
+        assert self.errors({"labels": {"a": "b"}, "maybe": None}) == []
+        assert self.errors({"labels": {"a": 1}}) != []
+        assert self.errors({"ruled": 2}) == []  # CEL is not evaluated; minimum is
+        assert self.errors({"ruled": 0}) != []
