@@ -10,6 +10,10 @@ Field ownership: each leaf field (a list counts as one) belongs to the manager t
 applying a different value to a field another manager owns is a 409 Conflict naming the manager
 and the field (a FieldManagerConflict cause, as the API server reports it), unless `force=true`,
 which takes the field over. `update()` changes a field as another tool would (kubectl edit).
+A custom resource is checked against its kind's published CRD schema when that CRD is on this
+machine (tests/unit/emitters/referees.py): what the schema refuses is a 422 Invalid naming each
+field, as the API server answers; the kinds and versions served here are the CRDs' own
+(test_platform_apply.py checks the table below against them).
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class FakeKube:
         default_factory=dict
     )
     """Object key -> leaf field path -> the manager that owns it."""
+    validate_crds: bool = True
+    """Refuse a custom resource its CRD's schema refuses (422), as the API server does."""
     _version: int = 100
 
     def add(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
@@ -122,6 +128,9 @@ class FakeKube:
         kind, _ = RESOURCES[(key[0], key[1])]
         if body.get("kind") != kind or body.get("metadata", {}).get("name") != key[3]:
             return _status(400, "the body's kind and name do not match the path")
+        invalid = self._invalid(body) if self.validate_crds else None
+        if invalid is not None:
+            return invalid
         body = _stringify_quantities(copy.deepcopy(body))
         body["metadata"]["namespace"] = key[2]
         current = self.objects.get(key)
@@ -141,6 +150,36 @@ class FakeKube:
         self.objects[key] = merged
         self.owners[key] = owners
         return _json(merged, 201 if current is None else 200)
+
+    def _invalid(self, body: dict[str, Any]) -> Response | None:
+        """422 Invalid when the kind's CRD schema refuses the object; None when it validates
+        or is a built-in kind (or its CRD is not on this machine)."""
+        from tests.unit.emitters.referees import SchemaMissing, crd_errors
+
+        group = str(body.get("apiVersion", "")).rpartition("/")[0]
+        if group in ("", "apps", "leaderworkerset.x-k8s.io"):
+            return None
+        try:
+            errors = crd_errors(body)
+        except SchemaMissing:
+            return None
+        if not errors:
+            return None
+        name = body["metadata"]["name"]
+        causes = [
+            {"reason": "FieldValueInvalid", "field": e.split(":", 1)[0], "message": e}
+            for e in errors
+        ]
+        document = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": f'{body["kind"]}.{group} "{name}" is invalid: ' + "; ".join(errors),
+            "reason": "Invalid",
+            "details": {"name": name, "group": group, "kind": body["kind"], "causes": causes},
+            "code": 422,
+        }
+        return _json(document, 422)
 
     def _delete(self, key: tuple[str, str, str, str]) -> Response:
         if self.objects.pop(key, None) is None:

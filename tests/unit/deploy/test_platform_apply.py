@@ -12,8 +12,9 @@ from pytest_httpserver import HTTPServer
 
 from orchestrator.cli import cli
 from tests.support import REPO_ROOT, write_profile
-from tests.unit.deploy.fake_kube import FakeKube
+from tests.unit.deploy.fake_kube import RESOURCES, FakeKube
 from tests.unit.deploy.test_deploy_cmd import kubeconfig
+from tests.unit.emitters.referees import CRDS, Crd, available, crd_document, resources
 
 DRAFT = REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml"  # namespace llm, baseline twin
 EAGLE3 = REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml"
@@ -159,3 +160,99 @@ def test_split_route_is_applied_after_the_twins(
     assert done.exit_code == 0, done.output
     patches = [p.split("?")[0].split("/")[-2] for m, p in fake_kube.requests if m == "PATCH"]
     assert patches[-1] == "httproutes" and patches.index("inferencepools") < len(patches) - 1
+
+
+@pytest.mark.parametrize("crd", sorted(set(CRDS.values()), key=lambda c: c.filename))
+def test_the_loopback_server_serves_the_kinds_as_their_crds_define_them(crd: Crd) -> None:
+    if not available(crd):
+        pytest.skip(f"published CRD {crd.platform}/{crd.filename} is not on this machine")
+    served = {(f"apis/{gv}", plural): (kind, ns) for gv, plural, kind, ns in resources(crd)}
+    ours = {
+        key: value
+        for key, value in RESOURCES.items()
+        if key[0].removeprefix("apis/").split("/")[0] == crd_document(crd)["spec"]["group"]
+        and value[0] == crd_document(crd)["spec"]["names"]["kind"]
+    }
+    assert ours, crd.filename
+    for key, value in ours.items():
+        assert served.get(key) == value, key
+
+
+def test_an_object_its_crd_refuses_is_refused_with_the_field(
+    httpserver: HTTPServer, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    """The loopback server judges custom resources by their CRD, as the API server does: the
+    CLI reports the 422 with the field and exits 6; a valid set applies (tests above)."""
+    crd = CRDS[("serving.kserve.io", "LLMInferenceService")]
+    if not available(crd):
+        pytest.skip(f"published CRD {crd.platform}/{crd.filename} is not on this machine")
+    from kubernetes import client
+
+    from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
+    from orchestrator.emitters.base import Manifest, emitter_for
+    from orchestrator.errors import OrchestratorError
+    from tests.unit.manifests.conftest import valid_plan
+
+    emitter = emitter_for("kserve")
+    (service, _) = emitter.emit(valid_plan(DRAFT))
+    body = {**service.body, "spec": {**service.body["spec"], "parallelism": {"tensor": 0}}}
+    configuration = client.Configuration()
+    configuration.host = httpserver.url_for("").rstrip("/")
+    cluster = KubernetesCluster(
+        namespace="llm", api_client=client.ApiClient(configuration), kinds=emitter.kinds
+    )
+    with pytest.raises(OrchestratorError) as refused:
+        cluster.apply([Manifest.parse(body, source="test")])
+    assert refused.value.exit_code == 6
+    assert "HTTP 422" in str(refused.value)
+    assert ".spec.parallelism.tensor: 0 is less than the minimum of 1" in refused.value.why
+    assert fake_kube.objects == {}
+    cluster.apply([service])  # the emitted object as it is applies
+    assert len(fake_kube.objects) == 1
+
+
+@pytest.mark.parametrize(
+    ("profile", "platform", "key", "condition", "explains"),
+    [
+        (
+            DRAFT,
+            "kaito",
+            ("apis/kaito.sh/v1beta1", "workspaces", "llm", "qwen3-4b-draft"),
+            "WorkspaceSucceeded",
+            "Kaito's WorkspaceSucceeded follows ResourceReady",
+        ),
+        (
+            EAGLE3,
+            "dynamo",
+            ("apis/nvidia.com/v1beta1", "dynamographdeployments", "team", "llama31-8b-eagle3"),
+            "Ready",
+            "Dynamo's Ready is True once every component",
+        ),
+    ],
+)
+def test_status_explains_each_platforms_ready_condition(
+    httpserver: HTTPServer,
+    fake_kube: FakeKube,
+    tmp_path: Path,
+    profile: Path,
+    platform: str,
+    key: tuple[str, str, str, str],
+    condition: str,
+    explains: str,
+) -> None:
+    env = _env(httpserver, tmp_path)
+    runner = CliRunner()
+    args = [str(profile), "--offline", "--platform", platform, "--ignore", "checkpoint.unresolved"]
+    assert runner.invoke(cli, ["apply", *args], env=env).exit_code == 0
+    reason, message = "insufficient_capacity", "0/1 nodes have nvidia.com/gpu"
+    fake_kube.objects[key]["status"] = {
+        "conditions": [{"type": condition, "status": "False", "reason": reason, "message": message}]
+    }
+    status = ["status", str(profile), "--platform", platform]
+    shown = runner.invoke(cli, status, env=env)
+    kind = fake_kube.objects[key]["kind"]
+    assert f"{kind}/{key[3]}: {condition}=False ({reason}: {message})" in shown.output
+    assert f"{condition} means: {explains}" in shown.output
+    fake_kube.objects[key]["status"]["conditions"][0]["status"] = "True"
+    ready = runner.invoke(cli, status, env=env)
+    assert f"{kind}/{key[3]}: {condition}=True" in ready.output

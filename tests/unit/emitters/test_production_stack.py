@@ -1,9 +1,12 @@
 """production-stack: the rendered values through a real `helm template` of the vendored vllm-stack
-engine templates; the engine container runs exactly the launch (with the chart's explicit
---enable-prefix-caching, vLLM's own default), Helm's `quote` notwithstanding."""
+engine templates, with the chart's published values.schema.json beside them when it is on this
+machine (Helm then validates the values against it, as `helm install` of the real chart does);
+the engine container runs exactly the launch (with the chart's explicit --enable-prefix-caching,
+vLLM's own default), Helm's `quote` notwithstanding."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,23 +15,39 @@ import pytest
 import yaml
 
 from orchestrator.emitters.base import emitter_for
+from orchestrator.emitters.production_stack import VALUES_FILE
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, tool
+from tests.unit.emitters.referees import VALUES_SCHEMA, available, find
 from tests.unit.manifests.conftest import valid_plan
 
 CHART = PLATFORM_FIXTURES / "production-stack" / "chart"
 VLLM_PROFILES = sorted((REPO_ROOT / "profiles").glob("vllm-*.yaml"))
 
 
-def helm_template(values: str, tmp_path: Path) -> list[dict[str, Any]]:
+def chart(tmp_path: Path) -> Path:
+    """The vendored engine templates, with the chart's values.schema.json when it is here."""
+    out = tmp_path / "vllm-stack"
+    if not out.exists():
+        shutil.copytree(CHART, out)
+        if available(VALUES_SCHEMA):
+            shutil.copyfile(find(VALUES_SCHEMA), out / "values.schema.json")
+    return out
+
+
+def run_helm_template(values: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "values.yaml"
     path.write_text(values, encoding="utf-8")
-    done = subprocess.run(
-        [tool("helm"), "template", "spec", str(CHART), "-f", str(path)],
+    return subprocess.run(
+        [tool("helm"), "template", "spec", str(chart(tmp_path)), "-f", str(path)],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def helm_template(values: str, tmp_path: Path) -> list[dict[str, Any]]:
+    done = run_helm_template(values, tmp_path)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
@@ -77,3 +96,15 @@ def test_the_engine_carries_the_profile_labels_gpus_and_secret(tmp_path: Path) -
     assert token["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "HF_TOKEN"}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
+
+
+def test_helm_refuses_values_the_chart_schema_rejects(tmp_path: Path) -> None:
+    """The referee bites: a wrong type where the chart's schema wants an integer."""
+    if not available(VALUES_SCHEMA):
+        pytest.skip(f"{VALUES_SCHEMA.platform}/{VALUES_SCHEMA.filename} is not on this machine")
+    plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
+    values = yaml.safe_load(emitter_for("production-stack").files(plan)[VALUES_FILE])
+    values["servingEngineSpec"]["modelSpec"][0]["replicaCount"] = "one"
+    done = run_helm_template(yaml.safe_dump(values), tmp_path)
+    assert done.returncode != 0
+    assert "/servingEngineSpec/modelSpec/0/replicaCount" in done.stderr
