@@ -141,22 +141,28 @@ def draft_tensor_parallel_is_accepted(ctx: CompatContext) -> Finding | None:
 
 @rule(
     "engine.pipeline-parallel",
-    source="https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/validation_hook.py#L119-L138 (SGLang 0.5.23 with pp_size > 1: "
-    "the overlap scheduler off and EAGLE only); "
+    source="https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/validation_hook.py#L119-L164 (SGLang 0.5.23 with pp_size > 1: "
+    "EAGLE only, and only with disaggregation-mode prefill or SGLANG_ENABLE_PP_SPEC; "
+    "https://github.com/sgl-project/sglang/blob/v0.5.20/python/sglang/srt/arg_groups/validation_hook.py: "
+    "no speculation at all off NPUs); "
     "https://github.com/vllm-project/vllm/blob/01ed47b4166b26251895a9c298352fcdb2385149/docs/"
     "features/speculative_decoding/README.md (vLLM: pipeline parallelism 'not composible with "
     "speculative decoding as of vllm<=0.15.0')",
     applies=lambda ctx: ctx.profile.speculative and ctx.profile.hardware.pipeline_parallel_size > 1,
 )
 def pipeline_parallel_allows_speculation(ctx: CompatContext) -> Finding | None:
-    """SGLang refuses speculative decoding with pipeline parallelism; vLLM documents speculation as
-    not composable with PP except EAGLE-3 on recent releases."""
+    """SGLang refuses speculative decoding with pipeline parallelism (from 0.5.21 it accepts EAGLE
+    only on the prefill nodes of a disaggregated deployment, or behind an experimental gate);
+    vLLM documents speculation as not composable with PP except EAGLE-3 on recent releases."""
     pp = ctx.profile.hardware.pipeline_parallel_size
-    if ENGINES[ctx.engine].speculates_with_pipeline_parallel(ctx.method):
+    engine = ENGINES[ctx.engine]
+    if engine.speculates_with_pipeline_parallel(ctx.release, ctx.method):
         return None
+    version = ctx.profile.engine.version
     return Finding.error(
-        what=f"hardware.pipeline_parallel_size={pp} with proposer.method {ctx.method!r} on {ctx.engine}",
-        why=f"{ctx.engine} does not run this speculative method with pipeline parallelism",
+        what=f"hardware.pipeline_parallel_size={pp} with proposer.method {ctx.method!r} on "
+        f"{ctx.engine} {version}",
+        why=f"{ctx.engine} {version} refuses this speculative method with pipeline parallelism",
         fix="set hardware.pipeline_parallel_size: 1 and raise tensor_parallel_size instead",
     )
 

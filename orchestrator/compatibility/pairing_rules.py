@@ -136,10 +136,11 @@ def draft_tokenizer_matches(ctx: CompatContext) -> Finding | None:
 )
 @_about("proposer.model")
 def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
-    """vLLM refuses a draft_model whose vocab_size differs from the target's, even when only the
-    embedding padding differs (Qwen2.5-7B pads to 152064, 1.5B to 151936). SGLang (STANDALONE)
-    and TensorRT-LLM (DraftTarget) do not compare sizes: a padding-only difference of one
-    tokenizer is fine as long as the draft cannot propose ids past the target's vocabulary."""
+    """vLLM, and SGLang (STANDALONE) from 0.5.15, refuse a draft_model whose vocab_size differs
+    from the target's, even when only the embedding padding differs (Qwen2.5-7B pads to 152064,
+    1.5B to 151936). SGLang before 0.5.15 and TensorRT-LLM (DraftTarget) do not compare sizes: a
+    padding-only difference of one tokenizer is fine as long as the draft cannot propose ids past
+    the target's vocabulary."""
     target, draft = ctx.target, ctx.draft
     if target is None or draft is None:
         return None
@@ -152,12 +153,12 @@ def draft_vocab_size_matches(ctx: CompatContext) -> Finding | None:
         f"proposer.model {draft.ref} vocab_size={dv} but target.model {target.ref} vocab_size={tv}"
     )
     verdict = compare_tokenizers(target, draft).verdict
-    if ENGINES[ctx.engine].draft_vocab_must_match:
+    if ENGINES[ctx.engine].draft_vocab_must_match(ctx.release):
         padding_only = verdict in ("same", "related")
         return Finding.error(
             what=what,
-            why=f"{ctx.engine} refuses to start: draft_model requires equal vocab_size, padding "
-            "included",
+            why=f"{ctx.engine} {ctx.profile.engine.version} refuses to start: draft_model requires "
+            "equal vocab_size, padding included",
             fix=f"choose a draft with vocab_size {tv}"
             + (
                 f", or set engine.name: {_lenient_vocab_engines()} (padding-only differences "
@@ -265,7 +266,12 @@ def eagle_head_vocab_matches(ctx: CompatContext) -> Finding | None:
 
 
 def _lenient_vocab_engines() -> str:
-    return " or ".join(n for n, e in ENGINES.items() if not e.draft_vocab_must_match)
+    """Engines whose newest supported release accepts a padding-only vocab_size difference."""
+    return " or ".join(
+        name
+        for name in ENGINE_NAMES
+        if not ENGINES[name].draft_vocab_must_match(release_for(name, known_versions(name)[-1]))
+    )
 
 
 @rule(

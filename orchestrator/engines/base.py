@@ -234,8 +234,6 @@ class Engine(Protocol):
     multi_node_gap: ClassVar[str | None]
     #: /dev/shm size limit (a Kubernetes quantity) for the engine's pods and containers.
     shm_size: ClassVar[str]
-    #: The draft/head vocab_size must equal the target's, padding included (else refused).
-    draft_vocab_must_match: ClassVar[bool]
     #: The engine serves EAGLE-1/2 heads (else only EAGLE-3).
     serves_eagle1_heads: ClassVar[bool]
     #: An EAGLE-3 head given as EAGLE-1/2 loads and runs, with acceptance ~1.0 (else it fails
@@ -274,8 +272,8 @@ class Engine(Protocol):
         in config.json); None when that could not be checked in its code."""
         ...
 
-    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
-        """Whether the engine runs this speculative method with pipeline parallelism."""
+    def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
+        """Whether this release runs this speculative method with pipeline parallelism."""
         ...
 
     def fp8_kv_cache_on(
@@ -284,6 +282,11 @@ class Engine(Protocol):
         """What this release does with an fp8 `dtype` KV cache on `gpu` (`mla`: whether the
         target uses multi-head latent attention; None when unknown). None: the release's code or
         documentation accepts it there."""
+        ...
+
+    def draft_vocab_must_match(self, release: EngineRelease) -> bool:
+        """A draft_model's vocab_size must equal the target's, padding included, at this
+        release (else the engine refuses to start)."""
         ...
 
     def rules(self) -> tuple[Rule, ...]:

@@ -113,7 +113,6 @@ class SglangEngine:
     #: (https://github.com/sgl-project/sglang/blob/v0.5.23/docs/get_started/install.md).
     shm_size: ClassVar[str] = "32Gi"
     #: STANDALONE drafts are not compared by vocab_size (padding-only differences run).
-    draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = True
     #: The draft class comes from the head's own config (LlamaForCausalLMEagle3), and under EAGLE
     #: it gets one hidden state, so its fc is skipped and acceptance falls to ~1.0 without an error
@@ -143,10 +142,13 @@ class SglangEngine:
         del release
         return False
 
-    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
-        # server_args refuses speculative decoding with pp_size > 1
-        # (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/server_args.py).
-        del method
+    def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
+        # pp_size > 1 refuses every speculative algorithm up to 0.5.20. From 0.5.21 EAGLE (and
+        # NEXTN, resolved to EAGLE) passes only on the prefill nodes of a disaggregated
+        # deployment, or behind the experimental SGLANG_ENABLE_PP_SPEC gate; specdeploy renders
+        # neither, so for its deployments every release refuses
+        # (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/validation_hook.py#L119-L164).
+        del release, method
         return False
 
     def fp8_kv_cache_on(
@@ -185,6 +187,10 @@ class SglangEngine:
                 fix="set serving.kv_cache_dtype: fp8_e4m3",
             )
         return None
+
+    def draft_vocab_must_match(self, release: EngineRelease) -> bool:
+        # STANDALONE: _validate_vocab_compatibility from 0.5.15 (capabilities.yaml).
+        return release.has("standalone-vocab-check")
 
     def rules(self) -> tuple[Rule, ...]:
         from orchestrator.engines import sglang_rules

@@ -142,7 +142,6 @@ class TrtllmEngine:
     #: allocation.
     shm_size: ClassVar[str] = "32Gi"
     #: DraftTarget does not compare vocab sizes.
-    draft_vocab_must_match: ClassVar[bool] = False
     #: The PyTorch backend serves EAGLE-3 heads only; `Eagle` is converted to Eagle3
     #: (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.2.0/docs/source/features/speculative-decoding.md).
     serves_eagle1_heads: ClassVar[bool] = False
@@ -168,7 +167,8 @@ class TrtllmEngine:
         del release
         return None  # not checked: no release's code could be read for it here
 
-    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
+    def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
+        del release
         del method
         return True
 
@@ -185,6 +185,11 @@ class TrtllmEngine:
             f"GPUs only, not on {gpu.arch_name}",
             source=FP8_KV_MATRIX_SOURCE,
         )
+
+    def draft_vocab_must_match(self, release: EngineRelease) -> bool:
+        # DraftTarget: the docs ask for the same tokenizer; no release compares the sizes.
+        del release
+        return False
 
     def rules(self) -> tuple[Rule, ...]:
         return ()

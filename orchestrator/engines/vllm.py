@@ -120,7 +120,6 @@ class VllmEngine:
     shm_size: ClassVar[str] = "2Gi"
     #: `verify_equal_vocab_size_if_draft_model` refuses a draft whose vocab_size differs, even by
     #: padding (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py).
-    draft_vocab_must_match: ClassVar[bool] = True
     serves_eagle1_heads: ClassVar[bool] = True
     #: `method: eagle` builds EagleLlamaForCausalLM, whose weight loader refuses an EAGLE-3 head's
     #: tensors (midlayer.*, a 3 x hidden fc)
@@ -149,7 +148,8 @@ class VllmEngine:
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
         return release.has("speculators-heads")
 
-    def speculates_with_pipeline_parallel(self, method: SpecMethod) -> bool:
+    def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
+        del release
         # vLLM documents speculation as not composable with PP, except EAGLE-3 on recent releases
         # (https://github.com/vllm-project/vllm/blob/v0.32.0/docs/features/spec_decode.md).
         return method == "eagle3"
@@ -167,6 +167,12 @@ class VllmEngine:
             source=verdict.source,
             fix=verdict.fix,
         )
+
+    def draft_vocab_must_match(self, release: EngineRelease) -> bool:
+        # verify_equal_vocab_size_if_draft_model (vllm/config/speculative.py) at every release
+        # specdeploy supports.
+        del release
+        return True
 
     def rules(self) -> tuple[Rule, ...]:
         from orchestrator.engines import vllm_rules

@@ -38,14 +38,25 @@ VLLM_VARIANTS: dict[str, dict[str, Any]] = {
     },
     "ngram-tp2": {"hardware": {"gpu": "L40S", "tensor_parallel_size": 2}},
 }  # fmt: skip
+# At the referee's release (the example pins 0.5.14, whose STANDALONE still accepted its
+# padded-vocabulary pair); the STANDALONE tree uses a pair of equal vocab_size, as 0.5.23 requires.
+SGLANG_AT = {"version": "0.5.23"}
 SGLANG_VARIANTS: dict[str, dict[str, Any]] = {
-    "ngram": {"proposer": {"method": "ngram", "num_speculative_tokens": 4}, "sglang": {}},
+    "ngram": {
+        "engine": SGLANG_AT,
+        "proposer": {"method": "ngram", "num_speculative_tokens": 4},
+        "sglang": {},
+    },
     "eagle3-chain": {
+        "engine": SGLANG_AT,
         "target": {"model": LLAMA},
         "proposer": {"method": "eagle3", "model": EAGLE3_HEAD, "num_speculative_tokens": 3},
         "sglang": {"eagle_topk": 1, "num_draft_tokens": 4},
     },
     "standalone-tree": {
+        "engine": SGLANG_AT,
+        "target": {"model": "Qwen/Qwen3-8B"},
+        "proposer": {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 4},
         "sglang": {"eagle_topk": 4, "num_draft_tokens": 8, "disable_overlap_schedule": True},
     },
 }  # fmt: skip

@@ -106,7 +106,9 @@ def context(
     tp: int = 1,
     draft_tp: int | None = None,
     max_model_len: int = 8192,
+    version: str | None = None,
 ) -> CompatContext:
+    version = version or VERSIONS[engine]
     proposer: dict[str, Any] = {"method": method}
     if method in ("draft_model", "eagle", "eagle3"):
         proposer |= {"model": draft_model, "revision": draft_revision}
@@ -115,7 +117,7 @@ def context(
         "apiVersion": "specdeploy/v1",
         "kind": "SpeculativeDeployment",
         "metadata": {"name": "x"},
-        "engine": {"name": engine, "version": VERSIONS[engine]},
+        "engine": {"name": engine, "version": version},
         "target": {"model": target_model, "revision": target_revision},
         "proposer": proposer,
         "hardware": {"tensor_parallel_size": tp},
@@ -123,7 +125,7 @@ def context(
     }
     return CompatContext(
         profile=parse_profile(yaml.safe_dump(doc)),
-        release=release_for(engine, VERSIONS[engine]),
+        release=release_for(engine, version),
         target=target,
         draft=draft,
         unresolved=unresolved,
@@ -218,14 +220,23 @@ class TestDraftVocabSizeMatches:
         finding = one(draft_vocab_size_matches(context(target=target, draft=draft)))
         assert finding.severity == "error" and finding.exit_code == 4
         assert "vocab_size=151936" in finding.what and "vocab_size=152064" in finding.what
-        assert "engine.name: sglang" in finding.fix
+        assert "engine.name: trtllm" in finding.fix
 
-    def test_sglang_accepts_the_same_pair_with_no_pairing_error(self) -> None:
+    def test_sglang_before_0_5_15_accepts_the_same_pair_with_no_pairing_error(self) -> None:
+        # SGLang's own docs example (STANDALONE, Qwen2.5-7B + 1.5B) ran on 0.5.14 and earlier.
         target, draft = fixture("qwen2.5-7b-instruct"), fixture("qwen2.5-1.5b-instruct")
-        ctx = context(engine="sglang", target=target, draft=draft)
+        ctx = context(engine="sglang", version="0.5.14", target=target, draft=draft)
         assert draft_vocab_size_matches(ctx) == []
         errors = [f for f in run_rules(RULES, ctx, frozenset()) if f.severity == "error"]
         assert errors == []
+
+    def test_sglang_from_0_5_15_refuses_a_padding_only_difference(self) -> None:
+        # standalone_worker_v2._validate_vocab_compatibility compares vocab_size from 0.5.15.
+        target, draft = fixture("qwen2.5-7b-instruct"), fixture("qwen2.5-1.5b-instruct")
+        for version in ("0.5.15", "0.5.23"):
+            ctx = context(engine="sglang", version=version, target=target, draft=draft)
+            finding = one(draft_vocab_size_matches(ctx))
+            assert finding.severity == "error" and f"sglang {version} refuses" in finding.why
 
     def test_trtllm_warns_when_the_draft_vocab_is_larger(self) -> None:
         target, draft = fixture("qwen2.5-1.5b-instruct"), fixture("qwen2.5-7b-instruct")
@@ -250,7 +261,10 @@ class TestDraftVocabSizeMatches:
 
     def test_sglang_cannot_tell_padding_without_tokenizers(self) -> None:
         ctx = context(
-            engine="sglang", target=ckpt(vocab_size=152064), draft=ckpt(vocab_size=151936)
+            engine="sglang",
+            version="0.5.14",
+            target=ckpt(vocab_size=152064),
+            draft=ckpt(vocab_size=151936),
         )
         finding = one(draft_vocab_size_matches(ctx))
         assert finding.severity == "info" and "padding" in finding.what

@@ -105,7 +105,6 @@ class ToyEngine:
     kv_cache_dtypes: ClassVar[dict[str, str]] = {"auto": "auto"}
     multi_node_gap: ClassVar[str | None] = "toy runs on one node"
     shm_size: ClassVar[str] = "1Gi"
-    draft_vocab_must_match: ClassVar[bool] = False
     serves_eagle1_heads: ClassVar[bool] = False
     runs_eagle3_head_as_eagle1: ClassVar[bool] = False
     runs_eagle3_head_as_eagle1: ClassVar[bool] = False
@@ -132,7 +131,7 @@ class ToyEngine:
     def draft_tensor_parallel_choices(self, method, target_tp):
         return None
 
-    def speculates_with_pipeline_parallel(self, method) -> bool:
+    def speculates_with_pipeline_parallel(self, release, method) -> bool:
         return False
 
     def reads_speculators_heads(self, release):
@@ -143,6 +142,9 @@ class ToyEngine:
 
     def fp8_kv_cache_on(self, release, gpu, dtype, *, mla):
         return None
+
+    def draft_vocab_must_match(self, release):
+        return False
 
     def rules(self) -> tuple[Rule, ...]:
         return (toy_tokens,)
