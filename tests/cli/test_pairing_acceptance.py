@@ -48,15 +48,25 @@ class TestDraftVocabulary:
         assert result.exit_code == 4
         assert "pairing.draft-vocab-size" in rules(doc)
 
-    def test_qwen25_padding_is_accepted_by_sglang(self, tmp_path: Path) -> None:
+    def test_qwen25_padding_is_accepted_by_sglang_before_0_5_15(self, tmp_path: Path) -> None:
         result, doc = validate(
             tmp_path,
-            engine=SGLANG,
+            engine={**SGLANG, "version": "0.5.14"},
             target={"model": str(FIX / "qwen2.5-7b-instruct")},
             proposer=draft("qwen2.5-1.5b-instruct"),
         )
         assert not {r for r in rules(doc) if r.startswith("pairing.")}, doc["findings"]
         assert result.exit_code == 0
+
+    def test_qwen25_padding_is_refused_by_sglang_from_0_5_15(self, tmp_path: Path) -> None:
+        result, doc = validate(
+            tmp_path,
+            engine={**SGLANG, "version": "0.5.23"},
+            target={"model": str(FIX / "qwen2.5-7b-instruct")},
+            proposer=draft("qwen2.5-1.5b-instruct"),
+        )
+        assert result.exit_code == 4
+        assert "pairing.draft-vocab-size" in rules(doc)
 
     def test_same_size_different_tokens(self, tmp_path: Path) -> None:
         result, doc = validate(
