@@ -10,8 +10,8 @@ Field ownership: each leaf field (a list counts as one) belongs to the manager t
 applying a different value to a field another manager owns is a 409 Conflict naming the manager
 and the field (a FieldManagerConflict cause, as the API server reports it), unless `force=true`,
 which takes the field over. `update()` changes a field as another tool would (kubectl edit).
-A custom resource is checked against its kind's published CRD schema when that CRD is on this
-machine (tests/unit/emitters/referees.py): what the schema refuses is a 422 Invalid naming each
+A custom resource is checked against its kind's referee (tests/unit/emitters/referees.py: the
+vendored CRD or our transcription of it): what the referee refuses is a 422 Invalid naming each
 field, as the API server answers; the kinds and versions served here are the CRDs' own
 (test_platform_apply.py checks the table below against them).
 """
@@ -152,8 +152,8 @@ class FakeKube:
         return _json(merged, 201 if current is None else 200)
 
     def _invalid(self, body: dict[str, Any]) -> Response | None:
-        """422 Invalid when the kind's CRD schema refuses the object; None when it validates
-        or is a built-in kind (or its CRD is not on this machine)."""
+        """422 Invalid when the kind's referee refuses the object; None when it validates or
+        is a built-in kind (or a kind with no referee)."""
         from tests.unit.emitters.referees import SchemaMissing, crd_errors
 
         group = str(body.get("apiVersion", "")).rpartition("/")[0]

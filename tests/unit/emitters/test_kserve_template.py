@@ -1,11 +1,13 @@
-"""KServe's real `main` container script, run under bash with a stub `vllm`: the speculative
-config (and every other flag) reaches vLLM as the single tokens specdeploy rendered.
+"""How KServe starts vLLM, run under bash with a stub `vllm`: the speculative config (and every
+other flag) reaches vLLM as the single tokens specdeploy rendered.
 
-KServe renders its config templates with Go text/template over the config's JSON form
-(pkg/controller/v1alpha2/llmisvc/config_merge.go ReplaceVariables, v0.20.0); `render_config`
-below does the same for the few actions this script uses, trim markers included
-(https://pkg.go.dev/text/template#hdr-Text_and_spaces). The container's `args` follow the
-script's trailing `--`, so they become `$@`, which the script's `eval` splits and unquotes again.
+tests/fixtures/platforms/kserve/vllm-launch.reproduction.yaml is specdeploy's own minimal
+reproduction of the `main` container command of KServe v0.20.0's default LLMInferenceServiceConfig
+(its header names the upstream lines): `bash -c` with an `eval "exec vllm serve ... $@"` that joins
+the container's args and splits and unquotes them again. KServe renders its config templates with
+Go text/template over the config's JSON form (pkg/controller/v1alpha2/llmisvc/config_merge.go
+ReplaceVariables, v0.20.0); `render_config` below does the same for the four actions the script
+uses. The container's `args` follow the script's trailing `--`, so they become `$@`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ from tests.support import REPO_ROOT, write_profile
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, ParseVllm
 from tests.unit.manifests.conftest import valid_plan
 
-TEMPLATE = PLATFORM_FIXTURES / "kserve" / "config-llm-template.main-command.yaml"
+TEMPLATE = PLATFORM_FIXTURES / "kserve" / "vllm-launch.reproduction.yaml"
 STUB = """#!/bin/sh
-if [ "$1" = "--version" ]; then echo "0.32.0"; exit 0; fi
 for a in "$@"; do printf '%s\\0' "$a"; done > "$RECORD"
 """
 
@@ -35,23 +36,18 @@ for a in "$@"; do printf '%s\\0' "$a"; done > "$RECORD"
 def render_config(command: list[str], spec: dict[str, Any], namespace: str) -> list[str]:
     """Go text/template over the JSON of the command, as KServe's ReplaceVariables does."""
     text = json.dumps(command)
-    text = re.sub(r"\s*\{\{-", "{{", text)  # `{{-` trims white space before it
-    text = re.sub(r"-\}\}\s*", "}}", text)  # `-}}` trims white space after it
     tensor = (spec.get("parallelism") or {}).get("tensor")
     text = re.sub(
         r"\{\{ if and \.Spec\.Parallelism \.Spec\.Parallelism\.Tensor \}\}(.*?)\{\{ end \}\}",
         lambda m: m.group(1) if tensor else "",
         text,
     )
-    text = re.sub(r"\{\{ if \.GlobalConfig\.EnableTLS \}\}.*?\{\{ end \}\}", "", text)
     values = {
         "{{ .Spec.Model.Name }}": spec["model"]["name"],
         "{{ .ObjectMeta.Namespace }}": namespace,
         "{{ .Spec.Parallelism.Tensor }}": str(tensor),
         # terminationGracePeriodSeconds unset: the function's default (15)
         "{{ shutdownTimeout .Spec.Template 15 }}": "15",
-        # no spec.kvCacheOffloading: the function returns ""
-        "{{ kvTransferConfig .Spec.KVCacheOffloading }}": "",
     }
     for action, value in values.items():
         text = text.replace(action, json.dumps(value)[1:-1])

@@ -1,8 +1,9 @@
-"""production-stack: the rendered values through a real `helm template` of the vendored vllm-stack
-engine templates, with the chart's published values.schema.json beside them when it is on this
-machine (Helm then validates the values against it, as `helm install` of the real chart does);
-the engine container runs exactly the launch (with the chart's explicit --enable-prefix-caching,
-vLLM's own default), Helm's `quote` notwithstanding."""
+"""production-stack: the rendered values through a real `helm template` of a chart holding
+specdeploy's own reproduction of how the vllm-stack chart (release vllm-stack-0.1.12) renders the
+engine container (tests/fixtures/platforms/production-stack/chart/, its header names the upstream
+lines), with our transcription of the chart's values schema beside it, so Helm validates the values
+as `helm install` of the real chart does. The engine container runs exactly the launch (with the
+chart's explicit --enable-prefix-caching, vLLM's own default), Helm's `quote` notwithstanding."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from orchestrator.emitters.base import emitter_for
 from orchestrator.emitters.production_stack import VALUES_FILE
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, tool
-from tests.unit.emitters.referees import VALUES_SCHEMA, available, find
+from tests.unit.emitters.referees import VALUES_SCHEMA
 from tests.unit.manifests.conftest import valid_plan
 
 CHART = PLATFORM_FIXTURES / "production-stack" / "chart"
@@ -26,12 +27,11 @@ VLLM_PROFILES = sorted((REPO_ROOT / "profiles").glob("vllm-*.yaml"))
 
 
 def chart(tmp_path: Path) -> Path:
-    """The vendored engine templates, with the chart's values.schema.json when it is here."""
+    """The test chart, with the values schema where Helm looks for it."""
     out = tmp_path / "vllm-stack"
     if not out.exists():
         shutil.copytree(CHART, out)
-        if available(VALUES_SCHEMA):
-            shutil.copyfile(find(VALUES_SCHEMA), out / "values.schema.json")
+        shutil.copyfile(VALUES_SCHEMA, out / "values.schema.json")
     return out
 
 
@@ -100,8 +100,6 @@ def test_the_engine_carries_the_profile_labels_gpus_and_secret(tmp_path: Path) -
 
 def test_helm_refuses_values_the_chart_schema_rejects(tmp_path: Path) -> None:
     """The referee bites: a wrong type where the chart's schema wants an integer."""
-    if not available(VALUES_SCHEMA):
-        pytest.skip(f"{VALUES_SCHEMA.platform}/{VALUES_SCHEMA.filename} is not on this machine")
     plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
     values = yaml.safe_load(emitter_for("production-stack").files(plan)[VALUES_FILE])
     values["servingEngineSpec"]["modelSpec"][0]["replicaCount"] = "one"
