@@ -29,6 +29,22 @@ if TYPE_CHECKING:
 
 #: The chart renders these itself: `--host 0.0.0.0 --port {{ containerPort }}` after the model.
 CHART_FLAGS: Final = ("--host", "--port")
+#: Labels the chart writes on the engine Deployment, its selector and its pods itself
+#: (`model`, `helm-release-name` and `chart.engineStandardLabels`,
+#: https://github.com/vllm-project/production-stack/blob/vllm-stack-0.1.12/helm/templates/_helpers.tpl#L261-L275
+#: and https://github.com/vllm-project/production-stack/blob/vllm-stack-0.1.12/helm/templates/deployment-vllm-multi.yaml#L24-L56). Passing them again through the values
+#: would print each key twice in one mapping, which YAML decoders refuse (Helm's and kubectl's).
+CHART_LABELS: Final = frozenset(
+    {
+        "model",
+        "helm-release-name",
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/instance",
+        "app.kubernetes.io/component",
+        "app.kubernetes.io/part-of",
+        "app.kubernetes.io/managed-by",
+    }
+)
 #: CPU and memory requests the chart requires (`chart.resources` fails without them); these are
 #: the values of the chart's minimal example as vLLM's production-stack guide shows it
 #: (https://github.com/vllm-project/vllm/blob/d5c95556302c4f4fdae9e2aef9d03548e1b1f678/docs/deployment/integrations/production-stack.md),
@@ -86,6 +102,10 @@ def values(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     image, _, tag = launch.image.rpartition(":")
     pod = twin.ctx.pod
     gpus = next(iter(pod.resources.get("limits", {}).values()), None)
+    # On the engine Deployment, its selector and pods (the chart's engineLabels): what `status`
+    # and `delete` select this profile's objects by. The chart prints them before the model's
+    # own labels, so those leave out every key already printed.
+    engine_labels = _own(twin.ctx.selector) | {VARIANT_LABEL: twin.ctx.variant}
     spec: dict[str, Any] = {
         "name": twin.name,
         "repository": image,
@@ -99,9 +119,9 @@ def values(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
             "enablePrefixCaching": True,
             "extraArgs": container_command(drop_options(launch.argv[3:], CHART_FLAGS)),
         },
-        "labels": dict(twin.ctx.metadata["labels"]),
+        "labels": _own(twin.ctx.metadata["labels"], engine_labels),
         "annotations": dict(twin.ctx.metadata.get("annotations", {})),
-        "podLabels": dict(pod.labels),
+        "podLabels": _own(pod.labels, engine_labels),
         "podAnnotations": dict(pod.annotations),
     }
     secret = plan.profile.deploy.hf_token_secret
@@ -122,11 +142,15 @@ def values(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     engine: dict[str, Any] = {
         "enableEngine": True,
         "containerPort": launch.port,
-        # Labels on the engine Deployment, its selector and pods (the chart's engineLabels):
-        # what `status` and `delete` select this profile's objects by.
-        "labels": dict(twin.ctx.selector) | {VARIANT_LABEL: twin.ctx.variant},
+        "labels": engine_labels,
         "modelSpec": [spec],
     }
     if pod.tolerations:  # one model per release, so the release-wide tolerations are its own
         engine["tolerations"] = [dict(t) for t in pod.tolerations]
     return {"servingEngineSpec": engine, "routerSpec": {"enableRouter": True}}
+
+
+def _own(labels: dict[str, str], printed: dict[str, str] | None = None) -> dict[str, str]:
+    """`labels` without the keys the chart sets itself or has already `printed`."""
+    skip = CHART_LABELS | set(printed or {})
+    return {key: value for key, value in labels.items() if key not in skip}

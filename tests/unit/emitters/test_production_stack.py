@@ -106,3 +106,28 @@ def test_helm_refuses_values_the_chart_schema_rejects(tmp_path: Path) -> None:
     done = run_helm_template(yaml.safe_dump(values), tmp_path)
     assert done.returncode != 0
     assert "/servingEngineSpec/modelSpec/0/replicaCount" in done.stderr
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key printed twice in one mapping, as Helm's and kubectl's
+    decoders do (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        assert not twice, f"keys printed twice at line {node.start_mark.line + 1}: {twice}"
+        return super().construct_mapping(node, deep=deep)
+
+
+def test_no_label_is_printed_twice_beside_the_charts_own(tmp_path: Path) -> None:
+    # The chart writes model, helm-release-name and app.kubernetes.io/{name,instance,component,
+    # part-of,managed-by} itself; labels passed again through the values would appear twice.
+    plan = valid_plan(REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml")
+    values = emitter_for("production-stack").files(plan)[VALUES_FILE]
+    done = run_helm_template(values, tmp_path)
+    assert done.returncode == 0, done.stderr
+    objects = [doc for doc in yaml.load_all(done.stdout, Loader=_UniqueKeyLoader) if doc]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector["specdeploy.io/profile"] == "qwen3-4b-draft"
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "helm"
