@@ -39,6 +39,7 @@ COMMAND_MODULES: dict[str, str] = {
     "catalog": "orchestrator.cli.catalog_cmd",
     "dev": "orchestrator.cli.dev_cmd",
     "run": "orchestrator.cli.run_cmd",
+    "operator": "orchestrator.cli.operator_cmd",
 }
 
 
