@@ -68,6 +68,8 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix=GROUP, key="last-handled-configuration"
         )
+        # kopf stops the daemon before a resource goes; its finalizer says whose it is.
+        settings.persistence.finalizer = f"{GROUP}/operator"
         settings.posting.level = logging.WARNING  # Events are the operator's own, not log lines
         settings.scanning.disabled = True
         settings.peering.standalone = True

@@ -232,8 +232,8 @@ def proposed_length(positions: tuple[float, ...], policy: PolicySpec) -> int:
     """The draft length the per-position acceptance asks for (within min/max_tokens)."""
     rules, current = policy.retune, len(positions)
     if positions[-1] < rules.lower_below:
-        kept = next((i for i, p in enumerate(positions) if p < rules.lower_below), current)
-        return max(rules.min_tokens, min(kept, current - 1) or 1)
+        kept = next(i for i, p in enumerate(positions) if p < rules.lower_below)
+        return max(rules.min_tokens, kept)
     if positions[-1] >= rules.raise_above and current < rules.max_tokens:
         return current + 1
     return current

@@ -115,8 +115,9 @@ class FakeCluster:
             self._store(key, obj, "MODIFIED")
 
     def delete(self, gv: str, plural: str, namespace: str, name: str) -> None:
+        """Delete as kubectl would: objects with finalizers wait for them to be removed."""
         with self._changed:
-            self._delete((gv, plural, namespace, name))
+            self._request_deletion((gv, plural, namespace, name))
 
     def stop(self) -> None:
         with self._changed:
@@ -151,8 +152,7 @@ class FakeCluster:
             if request.method == "DELETE":
                 if key not in self.objects:
                     return _status(404, f'"{key[3]}" not found')
-                deleted = self._delete(key)
-                return _json(deleted)
+                return _json(self._request_deletion(key))
             if request.method == "PATCH":
                 kind = request.headers.get("Content-Type", "").split(";")[0]
                 if kind == "application/apply-patch+yaml":
@@ -226,6 +226,9 @@ class FakeCluster:
             return _json(current)
         self._stamp(patched, current)
         self._store(key, patched, "MODIFIED")
+        meta = patched["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._delete(key)  # the last finalizer is gone: the deletion completes
         return _json(patched)
 
     def _list(self, request: Request, key: Key) -> Response:
@@ -297,6 +300,17 @@ class FakeCluster:
         self.objects[key] = obj
         self.history.append((int(obj["metadata"]["resourceVersion"]), key, kind, copy.deepcopy(obj)))
         self._changed.notify_all()
+
+    def _request_deletion(self, key: Key) -> dict[str, Any]:
+        obj = self.objects[key]
+        if not obj["metadata"].get("finalizers"):
+            return self._delete(key)
+        if not obj["metadata"].get("deletionTimestamp"):
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+            obj["metadata"]["resourceVersion"] = self._next()
+            self._store(key, obj, "MODIFIED")
+        return copy.deepcopy(obj)
 
     def _delete(self, key: Key) -> dict[str, Any]:
         obj = self.objects.pop(key)
