@@ -566,7 +566,8 @@ def _timed_out(exc: Exception) -> bool:
             return False
         if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
             return True
-        seen = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        reason = getattr(seen, "reason", None)  # urllib3 wraps; ApiException's is a string
+        seen = (reason if isinstance(reason, BaseException) else None) or seen.__cause__ or seen.__context__
     return False
 
 
