@@ -18,7 +18,9 @@ import yaml
 @click.option(
     "--offline", is_flag=True, help="Resolve models from the catalogs only, never the hub."
 )
-@click.option("--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz.")
+@click.option(
+    "--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz."
+)
 @click.option("--print-crd", is_flag=True, help="Print the CustomResourceDefinition and exit.")
 def operator(
     namespaces: tuple[str, ...],
@@ -38,7 +40,13 @@ def operator(
         return
     from orchestrator.operator.run import run_operator
 
-    run_operator(namespaces, all_namespaces=all_namespaces, offline=offline, liveness=liveness, echo=click.echo)
+    run_operator(
+        namespaces,
+        all_namespaces=all_namespaces,
+        offline=offline,
+        liveness=liveness,
+        echo=click.echo,
+    )
 
 
 COMMANDS: tuple[click.Command, ...] = (operator,)

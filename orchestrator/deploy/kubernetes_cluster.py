@@ -567,7 +567,11 @@ def _timed_out(exc: Exception) -> bool:
         if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
             return True
         reason = getattr(seen, "reason", None)  # urllib3 wraps; ApiException's is a string
-        seen = (reason if isinstance(reason, BaseException) else None) or seen.__cause__ or seen.__context__
+        seen = (
+            (reason if isinstance(reason, BaseException) else None)
+            or seen.__cause__
+            or seen.__context__
+        )
     return False
 
 

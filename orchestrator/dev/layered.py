@@ -77,7 +77,12 @@ def make_layered_models(
 
 def _plan(models: LayeredModels) -> dict[str, object]:
     def model(path: Path, role: str, noise: float) -> dict[str, object]:
-        layered = {"role": role, "target_layers": TARGET_LAYERS, "head_noise": noise, "noise_seed": 5}
+        layered = {
+            "role": role,
+            "target_layers": TARGET_LAYERS,
+            "head_noise": noise,
+            "noise_seed": 5,
+        }
         return {**_SHAPE, "name": path.name, "path": str(path), "layered": layered}
 
     return {

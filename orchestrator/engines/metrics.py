@@ -64,7 +64,9 @@ def labelled(name: str, label: str, value: object) -> str:
     return f'{name}{{{label}="{value}"}}'
 
 
-def serving_window(before: Samples, after: Samples, prefix: str, running: str, waiting: str) -> Serving | None:
+def serving_window(
+    before: Samples, after: Samples, prefix: str, running: str, waiting: str
+) -> Serving | None:
     """`Serving` from the per-request histograms `<prefix>request_time_per_output_token_seconds`
     and `<prefix>e2e_request_latency_seconds`, which vLLM and SGLang name alike."""
     tpot = f"{prefix}request_time_per_output_token_seconds"

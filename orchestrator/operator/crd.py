@@ -120,7 +120,7 @@ def resource_schema() -> dict[str, Any]:
         "A speculative deployment: the specdeploy profile as a custom resource (the same fields, "
         "apiVersion specdeploy.io/v1), kept deployed and tuned by `specdeploy operator`."
     )
-    return schema
+    return dict(schema)
 
 
 def structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -226,7 +226,11 @@ def _check(node: Any, path: str, problems: list[str], *, junctor: bool) -> None:
         elif key not in ALLOWED_KEYWORDS:
             problems.append(f"{where}: {key} is not allowed in a structural schema")
     if junctor:
-        problems += [f"{where}: {k} may not appear inside anyOf/allOf/oneOf/not" for k in node if k in _NOT_IN_JUNCTORS]
+        problems += [
+            f"{where}: {k} may not appear inside anyOf/allOf/oneOf/not"
+            for k in node
+            if k in _NOT_IN_JUNCTORS
+        ]
     elif "type" not in node and not (
         node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
     ):

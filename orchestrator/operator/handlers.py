@@ -57,12 +57,12 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
                 clusters["c"] = cluster_factory()
             return clusters["c"]
 
-    @kopf.on.login(registry=registry)  # type: ignore[untyped-decorator]
+    @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         found: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
         return found or kopf.login_with_kubeconfig(**kwargs)
 
-    @kopf.on.startup(registry=registry)  # type: ignore[untyped-decorator]
+    @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -75,9 +75,9 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
         settings.peering.standalone = True
         settings.watching.server_timeout = 300
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[untyped-decorator]
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[untyped-decorator]
-    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[untyped-decorator]
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
     def on_change(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         raw = dict(body)
         try:
@@ -87,7 +87,7 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
             raise kopf.TemporaryError(f"{exc.what}: {exc.why}", delay=RETRY_DELAY_S) from exc
         patch.status.update(status)
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)  # type: ignore[untyped-decorator]
+    @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)
     def control_loop(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
         while not stopped:
             stopped.wait(_interval(body))
@@ -99,7 +99,11 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
                 if status is not None:
                     meta = raw["metadata"]
                     cluster().patch_status(
-                        f"{GROUP}/{VERSION}", "SpeculativeDeployment", meta["name"], meta["namespace"], status
+                        f"{GROUP}/{VERSION}",
+                        "SpeculativeDeployment",
+                        meta["name"],
+                        meta["namespace"],
+                        status,
                     )
             except DeployError as exc:
                 logger.warning(f"control loop: {exc.what}: {exc.why}")

@@ -121,7 +121,11 @@ def scrape_twin(
         if not ip or not _pod_ready(pod):
             continue
         try:
-            text = httpx.get(f"http://{ip}:{profile.serving.port}/metrics", timeout=SCRAPE_TIMEOUT_S, trust_env=False).text
+            text = httpx.get(
+                f"http://{ip}:{profile.serving.port}/metrics",
+                timeout=SCRAPE_TIMEOUT_S,
+                trust_env=False,
+            ).text
         except httpx.HTTPError:
             continue
         answered = True
@@ -151,7 +155,10 @@ def _observe(
         if before is None:
             continue
         previous_at = before.at if previous_at is None else min(previous_at, before.at)
-        windows[variant] = (engine.serving(before.samples, samples), engine.acceptance(before.samples, samples))
+        windows[variant] = (
+            engine.serving(before.samples, samples),
+            engine.acceptance(before.samples, samples),
+        )
     if previous_at is None:
         return None
     speculative = windows.get("speculative", (None, None))
@@ -170,7 +177,13 @@ def _act(
 ) -> dict[str, Any]:
     if decision.action == "hold":
         return {}
-    status = {**(body.get("status") or {}), "loop": {**memory.to_status(), "specTokens": profile_of(body).proposer.num_speculative_tokens}}
+    status = {
+        **(body.get("status") or {}),
+        "loop": {
+            **memory.to_status(),
+            "specTokens": profile_of(body).proposer.num_speculative_tokens,
+        },
+    }
     plan = plan_resource({**body, "status": status}, source)
     if not isinstance(plan, DeploymentPlan):
         emit("Warning", "NotApplied", f"{decision.message}; but the resource no longer plans")
@@ -186,7 +199,9 @@ def _act(
 
 def _record(decision: Decision, now: float) -> dict[str, Any]:
     return {
-        "time": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="seconds"),
+        "time": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
         "at": round(now, 3),
         "action": decision.action,
         "reason": decision.reason,
@@ -197,7 +212,9 @@ def _record(decision: Decision, now: float) -> dict[str, Any]:
     }
 
 
-def _speculating(conditions: list[dict[str, Any]], profile: Profile, decision: Decision, body: Mapping[str, Any]) -> None:
+def _speculating(
+    conditions: list[dict[str, Any]], profile: Profile, decision: Decision, body: Mapping[str, Any]
+) -> None:
     generation = (body.get("metadata") or {}).get("generation")
     on = decision.active == "speculative" and profile.speculative
     set_condition(conditions, "Speculating", on, decision.reason, decision.message, generation)
@@ -215,18 +232,24 @@ def _with_ready(
         return conditions
     generation = (body.get("metadata") or {}).get("generation")
     ready, message = _ready(cluster, profile, owner)
-    set_condition(conditions, "Ready", ready, "TwinsReady" if ready else "TwinsNotReady", message, generation)
+    set_condition(
+        conditions, "Ready", ready, "TwinsReady" if ready else "TwinsNotReady", message, generation
+    )
     return conditions
 
 
-def _ready_condition(body: Mapping[str, Any], cluster: KubernetesCluster, profile: Profile, owner: Owner) -> dict[str, Any]:
+def _ready_condition(
+    body: Mapping[str, Any], cluster: KubernetesCluster, profile: Profile, owner: Owner
+) -> dict[str, Any]:
     conditions = conditions_of(body.get("status") or {})
     return {"conditions": _with_ready(conditions, cluster, profile, owner, body)}
 
 
 def _ready(cluster: KubernetesCluster, profile: Profile, owner: Owner) -> tuple[bool, str]:
     """Every owned Deployment has its replicas ready."""
-    deployments = cluster.list_objects("apps/v1", "Deployment", owner.namespace, {PROFILE_LABEL: profile.metadata.name})
+    deployments = cluster.list_objects(
+        "apps/v1", "Deployment", owner.namespace, {PROFILE_LABEL: profile.metadata.name}
+    )
     if not deployments:
         return False, "no Deployment of this resource yet"
     waiting = []
@@ -235,7 +258,10 @@ def _ready(cluster: KubernetesCluster, profile: Profile, owner: Owner) -> tuple[
         ready = int((item.get("status") or {}).get("readyReplicas") or 0)
         if ready < wanted:
             waiting.append(f"{item['metadata']['name']} {ready}/{wanted}")
-    return (not waiting, "every twin is ready" if not waiting else "waiting for " + ", ".join(waiting))
+    return (
+        not waiting,
+        "every twin is ready" if not waiting else "waiting for " + ", ".join(waiting),
+    )
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from orchestrator.emitters.base import EMITTERS, Manifest, ResourceKind
-from orchestrator.manifests.context import PROFILE_LABEL, VARIANT_LABEL, object_name, profile_selector
+from orchestrator.manifests.context import (
+    PROFILE_LABEL,
+    VARIANT_LABEL,
+    object_name,
+    profile_selector,
+)
 from orchestrator.operator.crd import API_VERSION, KIND
 from orchestrator.operator.policy import Variant
 from orchestrator.plan.types import DeploymentPlan

@@ -125,7 +125,7 @@ def step(
         return decide_switch(policy, memory, obs)
     if policy.mode == "retune":
         return decide_retune(policy, memory, obs, spec_tokens)
-    evidence = _evidence(memory, obs, load_level(obs.serving(memory.active), obs.interval_s))
+    evidence = _evidence(memory, obs, observed_level(obs))
     return memory, Decision("hold", "Static", "policy.mode is static", evidence, memory.active)
 
 
@@ -133,15 +133,16 @@ def observe(policy: PolicySpec, memory: Memory, obs: Observation) -> Memory:
     """The memory with this interval's measurements folded into its moving averages."""
     tpot = {v: dict(levels) for v, levels in memory.tpot.items()}
     horizon = obs.at - MEMORY_DWELLS * policy.dwell_seconds
+    level = observed_level(obs)
     for variant in VARIANTS:
         serving = obs.serving(variant)
-        level = load_level(serving, obs.interval_s)
         kept = {b: e for b, e in tpot.get(variant, {}).items() if e[1] >= horizon}
-        if serving is not None and serving.tpot_s is not None and level is not None:
-            if serving.finished >= policy.min_requests:
-                old = kept.get(level)
-                value = serving.tpot_s if old is None else _ewma(old[0], serving.tpot_s, policy)
-                kept[level] = (value, obs.at)
+        timed = serving is not None and serving.tpot_s is not None and level is not None
+        if timed and serving is not None and serving.finished >= policy.min_requests:
+            assert serving.tpot_s is not None and level is not None
+            old = kept.get(level)
+            value = serving.tpot_s if old is None else _ewma(old[0], serving.tpot_s, policy)
+            kept[level] = (value, obs.at)
         tpot[variant] = kept
     idle = obs.serving(_other(memory.active))
     served_alone = idle is None or idle.finished == 0
@@ -167,7 +168,7 @@ def _observe_acceptance(policy: PolicySpec, memory: Memory, accepted: Acceptance
 def decide_switch(policy: PolicySpec, memory: Memory, obs: Observation) -> tuple[Memory, Decision]:
     """Keep or move traffic: the faster twin at the current load, with hysteresis and dwell."""
     active, other = memory.active, _other(memory.active)
-    level = load_level(obs.serving(active), obs.interval_s)
+    level = observed_level(obs)
     evidence = _evidence(memory, obs, level)
     if level is None:
         return memory, _hold("Idle", f"the {active} twin finished no request", evidence, active)
@@ -239,12 +240,29 @@ def proposed_length(positions: tuple[float, ...], policy: PolicySpec) -> int:
     return current
 
 
+def observed_level(obs: Observation) -> str | None:
+    """The interval's load level: the mean of the loads of the twins that served requests in it
+    (with mirrored traffic both did, at the same offered load; without, only the active one).
+    Both twins' times per output token are filed under it, so they compare at equal load."""
+    loads = [
+        s.busy_s / obs.interval_s
+        for s in (obs.speculative, obs.baseline)
+        if s is not None and s.finished > 0 and obs.interval_s > 0
+    ]
+    return level_of(sum(loads) / len(loads)) if loads else None
+
+
 def load_level(serving: Serving | None, interval_s: float) -> str | None:
-    """The load a twin served, as a level: "1", "2", "3-4", "5-8", ... requests in the server
-    (mean over the interval, by Little's law), or None when it finished nothing."""
+    """The load one twin served, as a level, or None when it finished nothing."""
     if serving is None or serving.finished <= 0 or interval_s <= 0:
         return None
-    load = max(serving.busy_s / interval_s, 1.0)
+    return level_of(serving.busy_s / interval_s)
+
+
+def level_of(requests_in_server: float) -> str:
+    """ "1", "2", "3-4", "5-8", ...: requests in the server (mean over the interval, by Little's
+    law), in doubling ranges: close loads compare, distant ones do not."""
+    load = max(requests_in_server, 1.0)
     top = 2 ** math.ceil(math.log2(load) - 1e-9)
     low = top // 2 + 1
     return str(top) if low >= top else f"{low}-{top}"
@@ -271,10 +289,14 @@ def _evidence(memory: Memory, obs: Observation, level: str | None) -> dict[str, 
         serving = obs.serving(variant)
         smoothed = memory.tpot.get(variant, {}).get(level or "")
         out[variant] = {
-            "tpotMs": None if serving is None or serving.tpot_s is None else round(serving.tpot_s * 1000, 2),
+            "tpotMs": None
+            if serving is None or serving.tpot_s is None
+            else round(serving.tpot_s * 1000, 2),
             "smoothedTpotMs": None if smoothed is None else round(smoothed[0] * 1000, 2),
             "finished": None if serving is None else serving.finished,
-            "requestsInServer": None if serving is None else round(serving.busy_s / obs.interval_s, 2),
+            "requestsInServer": None
+            if serving is None
+            else round(serving.busy_s / obs.interval_s, 2),
         }
     out["acceptanceLength"] = _round(memory.acceptance_length)
     out["acceptanceRate"] = _round(memory.acceptance_rate)

@@ -30,7 +30,12 @@ from orchestrator.profile.schema import Profile
 
 ConditionType = Literal["Validated", "MemoryFits", "Ready", "Speculating"]
 #: Order of the conditions in status.
-CONDITION_TYPES: Final[tuple[ConditionType, ...]] = ("Validated", "MemoryFits", "Ready", "Speculating")
+CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
+    "Validated",
+    "MemoryFits",
+    "Ready",
+    "Speculating",
+)
 Emit = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an Event on the resource."""
 
@@ -60,7 +65,14 @@ def reconcile(
         summary = "; ".join(f"{f.rule}: {f.what}" for f in result.errors)
         set_condition(conditions, "Validated", False, "Invalid", summary, generation)
         set_condition(conditions, "MemoryFits", *_memory(result), generation)
-        set_condition(conditions, "Ready", False, "Invalid", "nothing is applied for an invalid resource", generation)
+        set_condition(
+            conditions,
+            "Ready",
+            False,
+            "Invalid",
+            "nothing is applied for an invalid resource",
+            generation,
+        )
         set_condition(conditions, "Speculating", False, "Invalid", "not deployed", generation)
         emit("Warning", "Invalid", f"{len(result.errors)} error(s): {summary}"[:1000])
         return {**out, "conditions": conditions, "verdict": "Invalid"}
@@ -76,8 +88,18 @@ def reconcile(
         message = f"{names} exist(s) and belong(s) to someone else; left untouched"
         set_condition(conditions, "Ready", False, "ForeignObject", message, generation)
         emit("Warning", "ForeignObject", message + "; rename the resource or remove them")
-    elif _condition(conditions, "Ready") is None or _condition(conditions, "Ready", "reason") in ("Invalid", "ForeignObject"):
-        set_condition(conditions, "Ready", False, "Applied", "objects applied; waiting for the twins", generation)
+    elif _condition(conditions, "Ready") is None or _condition(conditions, "Ready", "reason") in (
+        "Invalid",
+        "ForeignObject",
+    ):
+        set_condition(
+            conditions,
+            "Ready",
+            False,
+            "Applied",
+            "objects applied; waiting for the twins",
+            generation,
+        )
     speculating = active == "speculative" and result.profile.speculative
     set_condition(
         conditions,
@@ -89,7 +111,12 @@ def reconcile(
     )
     emit("Normal", "Applied", f"applied {len(applied)} object(s) (field manager specdeploy)")
     traffic = traffic_status(result.profile, active)
-    return {**out, "conditions": conditions, "traffic": traffic, "verdict": verdict(result.profile, active)}
+    return {
+        **out,
+        "conditions": conditions,
+        "traffic": traffic,
+        "verdict": verdict(result.profile, active),
+    }
 
 
 def plan_resource(body: Mapping[str, Any], source: CheckpointSource) -> PlanResult:
@@ -148,7 +175,9 @@ def verdict(profile: Profile, active: Variant) -> str:
 
 def owner_of(body: Mapping[str, Any]) -> Owner:
     metadata = body.get("metadata") or {}
-    return Owner(str(metadata["name"]), str(metadata.get("namespace") or "default"), str(metadata["uid"]))
+    return Owner(
+        str(metadata["name"]), str(metadata.get("namespace") or "default"), str(metadata["uid"])
+    )
 
 
 def resource_label(body: Mapping[str, Any]) -> str:

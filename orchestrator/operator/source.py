@@ -25,7 +25,9 @@ class InClusterCheckpoints:
         scratch = Path(self._scratch.name)
         cache = cache_dir or scratch / "hub"
         # base_dir is an empty directory of our own: no name resolves to a local checkpoint.
-        self._resolver = CheckpointResolver(base_dir=scratch / "none", offline=offline, hf_cache=cache)
+        self._resolver = CheckpointResolver(
+            base_dir=scratch / "none", offline=offline, hf_cache=cache
+        )
 
     def resolve(self, field: str, model: str, revision: str | None) -> CheckpointInfo | Unresolved:
         if looks_like_path(model) or model.startswith(("/", ".", "~")):

@@ -89,7 +89,9 @@ def operator(api: FakeCluster, tmp_path: Path) -> Iterator[Operator]:
     running.stop()
 
 
-def wait_for(what: str, check: Callable[[], Any], operator: Operator | None = None, timeout: float = 60.0) -> Any:
+def wait_for(
+    what: str, check: Callable[[], Any], operator: Operator | None = None, timeout: float = 60.0
+) -> Any:
     """Poll `check` until it returns something truthy; fail with the operator's log tail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

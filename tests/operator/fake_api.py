@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-import logging
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterator
@@ -52,7 +52,10 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("apis/specdeploy.io/v1", "speculativedeployments"): ("SpeculativeDeployment", True),
     ("apis/gateway.networking.k8s.io/v1", "httproutes"): ("HTTPRoute", True),
     ("api/v1", "namespaces"): ("Namespace", True),
-    ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions"): ("CustomResourceDefinition", True),
+    ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions"): (
+        "CustomResourceDefinition",
+        True,
+    ),
 }
 #: Kinds without a namespace (kopf discovers namespaces and CRDs before it watches anything).
 CLUSTER_SCOPED = frozenset({"namespaces", "customresourcedefinitions"})
@@ -87,10 +90,14 @@ class FakeCluster:
     def list(self, gv: str, plural: str, namespace: str = "default") -> list[dict[str, Any]]:
         with self._changed:
             return [
-                copy.deepcopy(o) for (g, p, ns, _), o in sorted(self.objects.items()) if (g, p, ns) == (gv, plural, namespace)
+                copy.deepcopy(o)
+                for (g, p, ns, _), o in sorted(self.objects.items())
+                if (g, p, ns) == (gv, plural, namespace)
             ]
 
-    def put(self, gv: str, plural: str, obj: dict[str, Any], manager: str = "kubectl") -> dict[str, Any]:
+    def put(
+        self, gv: str, plural: str, obj: dict[str, Any], manager: str = "kubectl"
+    ) -> dict[str, Any]:
         """Create or replace an object as another client would (kubectl apply, a kubelet)."""
         with self._changed:
             meta = obj["metadata"]
@@ -102,11 +109,15 @@ class FakeCluster:
             if current is not None and current.get("status") is not None and "status" not in obj:
                 stored["status"] = current["status"]
             owners = self.owners.setdefault(key, {})
-            owners.update(dict.fromkeys(_leaves({k: v for k, v in obj.items() if k != "status"}), manager))
+            owners.update(
+                dict.fromkeys(_leaves({k: v for k, v in obj.items() if k != "status"}), manager)
+            )
             self._store(key, stored, "MODIFIED" if current else "ADDED")
             return copy.deepcopy(stored)
 
-    def set_status(self, gv: str, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def set_status(
+        self, gv: str, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
         with self._changed:
             key = (gv, plural, namespace, name)
             obj = copy.deepcopy(self.objects[key])
@@ -127,7 +138,9 @@ class FakeCluster:
     # -- the HTTP side --
 
     def handle(self, request: Request) -> Response:
-        self.requests.append((request.method, request.full_path.rstrip("?"), request.headers.get("User-Agent", "")))
+        self.requests.append(
+            (request.method, request.full_path.rstrip("?"), request.headers.get("User-Agent", ""))
+        )
         for fragment, code in self.refuse.items():
             if fragment in request.path:
                 return _status(code, f"refused by the fake for {fragment}")
@@ -201,7 +214,9 @@ class FakeCluster:
         self._store(key, merged, "MODIFIED" if current else "ADDED")
         return _json(merged, 201 if current is None else 200)
 
-    def _patch(self, request: Request, key: Key, content_type: str, subresource: str | None) -> Response:
+    def _patch(
+        self, request: Request, key: Key, content_type: str, subresource: str | None
+    ) -> Response:
         current = self.objects.get(key)
         if current is None:
             return _status(404, f'"{key[3]}" not found')
@@ -260,7 +275,11 @@ class FakeCluster:
             waited = 0.0
             while waited < timeout:
                 with self._changed:
-                    fresh = [h for h in self.history if h[0] > seen and _same(h[1], key) and _selected(request, h[3])]
+                    fresh = [
+                        h
+                        for h in self.history
+                        if h[0] > seen and _same(h[1], key) and _selected(request, h[3])
+                    ]
                     if not fresh and not self._stopping:
                         self._changed.wait(0.5)
                         waited += 0.5
@@ -293,12 +312,13 @@ class FakeCluster:
         cur_meta = current["metadata"]
         meta["uid"] = cur_meta["uid"]
         meta["creationTimestamp"] = cur_meta.get("creationTimestamp")
-        spec = lambda o: json.dumps({k: v for k, v in o.items() if k not in ("metadata", "status")}, sort_keys=True)  # noqa: E731
-        meta["generation"] = cur_meta.get("generation", 1) + (spec(obj) != spec(current))
+        meta["generation"] = cur_meta.get("generation", 1) + (_spec(obj) != _spec(current))
 
     def _store(self, key: Key, obj: dict[str, Any], kind: str) -> None:
         self.objects[key] = obj
-        self.history.append((int(obj["metadata"]["resourceVersion"]), key, kind, copy.deepcopy(obj)))
+        self.history.append(
+            (int(obj["metadata"]["resourceVersion"]), key, kind, copy.deepcopy(obj))
+        )
         self._changed.notify_all()
 
     def _request_deletion(self, key: Key) -> dict[str, Any]:
@@ -316,10 +336,14 @@ class FakeCluster:
         obj = self.objects.pop(key)
         self.owners.pop(key, None)
         obj["metadata"]["resourceVersion"] = self._next()
-        self.history.append((int(obj["metadata"]["resourceVersion"]), key, "DELETED", copy.deepcopy(obj)))
+        self.history.append(
+            (int(obj["metadata"]["resourceVersion"]), key, "DELETED", copy.deepcopy(obj))
+        )
         uid = obj["metadata"]["uid"]
         for dependent, other in list(self.objects.items()):  # the garbage collector
-            if dependent in self.objects and any(r.get("uid") == uid for r in other["metadata"].get("ownerReferences") or []):
+            if dependent in self.objects and any(
+                r.get("uid") == uid for r in other["metadata"].get("ownerReferences") or []
+            ):
                 self._delete(dependent)
         self._changed.notify_all()
         return obj
@@ -357,9 +381,21 @@ def kubeconfig_text(server: str, namespace: str = "default") -> str:
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": server}}],
             "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
+            ],
             "current-context": "fake",
         }
+    )
+
+
+def _spec(obj: dict[str, Any]) -> str:
+    """Everything but metadata and status: what metadata.generation counts changes of."""
+    return json.dumps(
+        {k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True
     )
 
 
@@ -417,7 +453,27 @@ def _discovery(path: str) -> dict[str, Any] | None:
             continue
         verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
         namespaced = plural not in CLUSTER_SCOPED
-        resources.append({"name": plural, "singularName": kind.lower(), "kind": kind, "namespaced": namespaced, "verbs": verbs})
+        resources.append(
+            {
+                "name": plural,
+                "singularName": kind.lower(),
+                "kind": kind,
+                "namespaced": namespaced,
+                "verbs": verbs,
+            }
+        )
         if has_status:
-            resources.append({"name": f"{plural}/status", "singularName": "", "kind": kind, "namespaced": namespaced, "verbs": ["get", "patch", "update"]})
-    return {"kind": "APIResourceList", "groupVersion": gv.removeprefix("api/").removeprefix("apis/"), "resources": resources}
+            resources.append(
+                {
+                    "name": f"{plural}/status",
+                    "singularName": "",
+                    "kind": kind,
+                    "namespaced": namespaced,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+    return {
+        "kind": "APIResourceList",
+        "groupVersion": gv.removeprefix("api/").removeprefix("apis/"),
+        "resources": resources,
+    }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -85,13 +84,23 @@ def test_switch_moves_the_front_service_and_says_why(
     api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin]
 ) -> None:
     port = twins["speculative"].server.server_address[1]
-    policy = {"mode": "switch", "interval_seconds": 1, "dwell_seconds": 4, "hysteresis": 0.1, "smoothing": 1.0}
+    policy = {
+        "mode": "switch",
+        "interval_seconds": 1,
+        "dwell_seconds": 4,
+        "hysteresis": 0.1,
+        "smoothing": 1.0,
+    }
     api.put(*CR, resource(policy=policy, serving={"port": port}))
     wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
     add_pods(api)
 
     twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020  # speculation wins
-    wait_for("a decision", lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning", operator)
+    wait_for(
+        "a decision",
+        lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",
+        operator,
+    )
     assert selector(api) == "speculative"
 
     twins["speculative"].tpot_s = 0.050  # above the crossover
@@ -104,7 +113,9 @@ def test_switch_moves_the_front_service_and_says_why(
     measured = decision["evidence"]
     assert measured["baseline"]["smoothedTpotMs"] == pytest.approx(20.0)
     assert measured["speculative"]["smoothedTpotMs"] > 20.0 / 0.9  # beyond the hysteresis
-    assert measured["tpotRatio"] == pytest.approx(20.0 / measured["speculative"]["smoothedTpotMs"], abs=1e-3)
+    assert measured["tpotRatio"] == pytest.approx(
+        20.0 / measured["speculative"]["smoothedTpotMs"], abs=1e-3
+    )
     assert status["traffic"]["active"] == "baseline" and status["verdict"] == "BaselineServes"
     speculating = next(c for c in status["conditions"] if c["type"] == "Speculating")
     assert speculating["status"] == "False" and speculating["reason"] == "BaselineWins"
@@ -114,7 +125,12 @@ def test_switch_moves_the_front_service_and_says_why(
     twins["speculative"].tpot_s = 0.010
     for twin in twins.values():
         twin.load = 1.0
-    wait_for("traffic back on the speculative twin", lambda: selector(api) == "speculative", operator, timeout=30)
+    wait_for(
+        "traffic back on the speculative twin",
+        lambda: selector(api) == "speculative",
+        operator,
+        timeout=30,
+    )
     first, second = status_of(api)["decisions"]
     assert second["at"] - first["at"] >= 4  # dwell
     assert second["reason"] == "SpeculationWins"
@@ -142,7 +158,13 @@ def test_the_chart_grants_exactly_the_operators_rules() -> None:
         pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
     assert rendered.returncode == 0, rendered.stderr
     [role] = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Role"]
-    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    granted = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
     declared = {(g, r, v) for g, r, verbs in RULES for v in verbs}
     assert granted == declared
 
@@ -153,18 +175,24 @@ def test_every_rule_is_needed() -> None:
     from orchestrator.operator.objects import KINDS
 
     applied = {(_group(k.api_version), _plural(k.kind)) for k in KINDS}
-    for group, resource, verbs in RULES:
-        assert "*" not in verbs and "*" not in resource and "delete" not in verbs
+    for group, name, verbs in RULES:
+        assert "*" not in verbs and "*" not in name and "delete" not in verbs
         if verbs == ("get", "patch"):
-            assert (group, resource) in applied
-    assert {(_group(k.api_version), _plural(k.kind)) for k in KINDS} <= {(g, r) for g, r, _ in RULES}
+            assert (group, name) in applied
+    assert {(_group(k.api_version), _plural(k.kind)) for k in KINDS} <= {
+        (g, r) for g, r, _ in RULES
+    }
 
 
 def add_pods(api: FakeCluster) -> None:
     """What the kubelet would report for the twins' pods: ready, at their loopback addresses."""
     for variant, host in HOSTS.items():
         name = NAME if variant == "speculative" else f"{NAME}-baseline"
-        labels = {"specdeploy.io/profile": NAME, "specdeploy.io/variant": variant, "app.kubernetes.io/instance": name}
+        labels = {
+            "specdeploy.io/profile": NAME,
+            "specdeploy.io/variant": variant,
+            "app.kubernetes.io/instance": name,
+        }
         api.put(
             "api/v1",
             "pods",
@@ -173,7 +201,11 @@ def add_pods(api: FakeCluster) -> None:
                 "kind": "Pod",
                 "metadata": {"name": f"{name}-0", "labels": labels},
                 "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
-                "status": {"podIP": host, "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+                "status": {
+                    "podIP": host,
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
             },
             manager="kubelet",
         )
@@ -199,7 +231,13 @@ def requests_as_rbac(api: FakeCluster) -> set[tuple[str, str, str]]:
         group = "" if match["gv"] == "api/v1" else match["gv"].split("/")[1]
         resource = match["plural"] + (f"/{match['sub']}" if match["sub"] else "")
         query = parse_qs(parts.query)
-        verb = {"GET": "get", "PATCH": "patch", "POST": "create", "DELETE": "delete", "PUT": "update"}[method]
+        verb = {
+            "GET": "get",
+            "PATCH": "patch",
+            "POST": "create",
+            "DELETE": "delete",
+            "PUT": "update",
+        }[method]
         if method == "GET" and not match["name"]:
             verb = "watch" if query.get("watch") == ["true"] else "list"
         used.add((group, resource, verb))
@@ -226,6 +264,3 @@ def _free_port_on_both() -> int:
                 continue
         return port
     raise RuntimeError("no port free on both 127.0.0.2 and 127.0.0.3")
-
-
-

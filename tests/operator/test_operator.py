@@ -34,7 +34,9 @@ def argv(deployment: dict[str, Any] | None) -> list[str]:
 def planned(api: FakeCluster, operator: Operator, generation: int = 1) -> dict[str, Any]:
     return wait_for(
         "the resource to be planned",
-        lambda: (s := status_of(api)).get("observedGeneration") == generation and s.get("verdict") and s,
+        lambda: (
+            (s := status_of(api)).get("observedGeneration") == generation and s.get("verdict") and s
+        ),
         operator,
     )
 
@@ -63,7 +65,10 @@ def test_a_resource_gets_its_twins_its_traffic_split_and_its_conditions(
         assert reference["kind"] == "SpeculativeDeployment"
         assert {m["manager"] for m in obj["metadata"]["managedFields"]} == {"specdeploy"}
     front = owned[("Service", f"{NAME}-front")]
-    assert front["spec"]["selector"] == {"specdeploy.io/profile": NAME, "specdeploy.io/variant": "speculative"}
+    assert front["spec"]["selector"] == {
+        "specdeploy.io/profile": NAME,
+        "specdeploy.io/variant": "speculative",
+    }
     assert "ngram" in " ".join(argv(owned[("Deployment", NAME)]))
     assert "ngram" not in " ".join(argv(owned[("Deployment", f"{NAME}-baseline")]))
     assert condition(status, "Validated")["status"] == "True"
@@ -106,7 +111,10 @@ def test_an_invalid_resource_gets_a_condition_and_an_event_not_a_crash_loop(
     validated = condition(status, "Validated")
     assert validated["status"] == "False" and validated["reason"] == "Invalid"
     [finding] = status["findings"]
-    assert finding["rule"] == "profile.unknown-field" and finding["field"] == "proposer.num_speculative_token"
+    assert (
+        finding["rule"] == "profile.unknown-field"
+        and finding["field"] == "proposer.num_speculative_token"
+    )
     assert "num_speculative_tokens" in finding["fix"]
     assert status["verdict"] == "Invalid"
     [event] = wait_for("a Warning event", lambda: events(api, "Invalid"), operator)
@@ -147,7 +155,12 @@ def test_deleting_the_resource_deletes_what_it_owns_and_nothing_else(
 ) -> None:
     bystander = api.put(
         *SERVICES,
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"ports": [{"port": 80}]},
+        },
     )
     api.put(*CR, resource())
     planned(api, operator)
@@ -162,14 +175,23 @@ def test_deleting_the_resource_deletes_what_it_owns_and_nothing_else(
 def test_a_restarted_operator_changes_nothing(api: FakeCluster, operator: Operator) -> None:
     api.put(*CR, resource())
     planned(api, operator)
-    before = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in api.list(*DEPLOYMENTS) + api.list(*SERVICES)}
+    before = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for o in api.list(*DEPLOYMENTS) + api.list(*SERVICES)
+    }
     operator.stop()
     applies = len([r for r in api.requests if r[0] == "PATCH" and "fieldManager" in r[1]])
     operator.start()
     wait_for(
         "the resumed operator to apply again",
-        lambda: len([r for r in api.requests if r[0] == "PATCH" and "fieldManager" in r[1]]) >= applies + 5,
+        lambda: (
+            len([r for r in api.requests if r[0] == "PATCH" and "fieldManager" in r[1]])
+            >= applies + 5
+        ),
         operator,
     )
-    after = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in api.list(*DEPLOYMENTS) + api.list(*SERVICES)}
+    after = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for o in api.list(*DEPLOYMENTS) + api.list(*SERVICES)
+    }
     assert after == before

@@ -3,6 +3,7 @@ exploring an unmeasured twin, retune from per-position acceptance."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -27,11 +28,18 @@ def serving(tpot_ms: float | None, load: float = 1.0, finished: float = 5) -> Se
     return Serving(tpot, finished, busy_s=load * INTERVAL, running=load, waiting=0.0)
 
 
-def obs(at: float, spec: Serving | None, base: Serving | None, accepted: Acceptance | None = None) -> Observation:
+def obs(
+    at: float, spec: Serving | None, base: Serving | None, accepted: Acceptance | None = None
+) -> Observation:
     return Observation(at, INTERVAL, spec, base, accepted)
 
 
-def run(policy: PolicySpec, rounds: list[tuple[Serving | None, Serving | None]], memory: Memory | None = None, k: int = 4) -> list[Any]:
+def run(
+    policy: PolicySpec,
+    rounds: list[tuple[Serving | None, Serving | None]],
+    memory: Memory | None = None,
+    k: int = 4,
+) -> list[Any]:
     """Feed one observation per interval; the decisions, in order."""
     memory = memory or Memory()
     decisions = []
@@ -43,7 +51,16 @@ def run(policy: PolicySpec, rounds: list[tuple[Serving | None, Serving | None]],
 
 class TestLoadLevel:
     @pytest.mark.parametrize(
-        ("load", "level"), [(0.3, "1"), (1.0, "1"), (1.6, "2"), (3.0, "3-4"), (4.0, "3-4"), (7.9, "5-8"), (12, "9-16")]
+        ("load", "level"),
+        [
+            (0.3, "1"),
+            (1.0, "1"),
+            (1.6, "2"),
+            (3.0, "3-4"),
+            (4.0, "3-4"),
+            (7.9, "5-8"),
+            (12, "9-16"),
+        ],
     )
     def test_levels_double(self, load: float, level: str) -> None:
         assert load_level(serving(10, load=load), INTERVAL) == level
@@ -77,7 +94,7 @@ class TestSwitch:
         decisions = run(SWITCH, flapping)
         switches = [100.0 + i * INTERVAL for i, d in enumerate(decisions) if d.action == "switch"]
         assert len(switches) >= 2  # it does follow the evidence ...
-        gaps = [b - a for a, b in zip(switches, switches[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(switches)]
         assert all(gap >= SWITCH.dwell_seconds for gap in gaps)  # ... but never faster than dwell
         assert any(d.reason == "Dwelling" for d in decisions)
 
@@ -85,8 +102,10 @@ class TestSwitch:
         high = [(serving(40, load=8), serving(25, load=8))]
         low = [(serving(15, load=1), serving(30, load=1))] * 7
         decisions = run(SWITCH, high + low)
-        assert [d.active for d in decisions][0] == "baseline"
-        back = next(i for i, d in enumerate(decisions) if d.action == "switch" and d.active == "speculative")
+        assert decisions[0].active == "baseline"
+        back = next(
+            i for i, d in enumerate(decisions) if d.action == "switch" and d.active == "speculative"
+        )
         assert back * INTERVAL >= SWITCH.dwell_seconds
         assert decisions[back].reason == "SpeculationWins"
 
@@ -102,12 +121,17 @@ class TestSwitch:
         assert unsmoothed[-1].action == "switch"
 
     def test_compares_only_at_the_same_load_level(self) -> None:
-        # the baseline was timed at load 1 only; at load 8 there is nothing to compare with
+        # both timed at load 1 (mirror); then the speculative twin serves load 8 alone
         mirror_low = [(serving(20, load=1), serving(25, load=1))]
-        alone_high = [(serving(60, load=8), serving(25, load=1, finished=3))]
+        alone_high = [(serving(60, load=8), serving(None, finished=0))]
         decisions = run(SWITCH, mirror_low + alone_high)
         assert decisions[-1].action == "hold" and decisions[-1].reason == "NoEvidence"
         assert "load 5-8" in decisions[-1].message
+
+    def test_both_twins_are_filed_under_the_intervals_load(self) -> None:
+        # time-sliced mirror: each twin busy half the interval, one a little more
+        [decision] = run(SWITCH, [(serving(40, load=2.6), serving(20, load=3.4))])
+        assert decision.evidence["load"] == "3-4" and decision.action == "switch"
 
     def test_tries_a_twin_never_timed_at_this_load_only_when_it_gets_no_traffic(self) -> None:
         # without a mirror the idle twin finishes nothing; after a few intervals alone, try it
@@ -129,18 +153,33 @@ class TestSwitch:
         assert {d.action for d in decisions} == {"hold"} and decisions[0].reason == "Static"
 
 
-def accepted(*positions: float, length: float | None = None, last_batch: bool = False) -> Acceptance:
+def accepted(
+    *positions: float, length: float | None = None, last_batch: bool = False
+) -> Acceptance:
     mean = length if length is not None else 1 + sum(positions)
-    return Acceptance("vllm", sum(positions) / len(positions), mean, per_position=positions or None, last_batch=last_batch)
+    return Acceptance(
+        "vllm",
+        sum(positions) / len(positions),
+        mean,
+        per_position=positions or None,
+        last_batch=last_batch,
+    )
 
 
-RETUNE = PolicySpec(mode="retune", dwell_seconds=60, smoothing=1.0, retune=RetuneSpec(lower_below=0.3, raise_above=0.8))
+RETUNE = PolicySpec(
+    mode="retune",
+    dwell_seconds=60,
+    smoothing=1.0,
+    retune=RetuneSpec(lower_below=0.3, raise_above=0.8),
+)
 
 
 def retune(rounds: list[Acceptance], k: int = 4, policy: PolicySpec = RETUNE) -> list[Any]:
     memory, decisions = Memory(), []
     for i, acceptance in enumerate(rounds):
-        memory, decision = step(policy, memory, obs(100.0 + i * INTERVAL, serving(20), None, acceptance), k)
+        memory, decision = step(
+            policy, memory, obs(100.0 + i * INTERVAL, serving(20), None, acceptance), k
+        )
         decisions.append(decision)
     return decisions
 
@@ -186,10 +225,18 @@ class TestRetune:
 
 class TestMemory:
     def test_round_trips_through_status(self) -> None:
-        decisions_memory = Memory(active="baseline", changed_at=5.0, tpot={"baseline": {"1": (0.02, 5.0)}}, per_position=(0.5,), num_speculative_tokens=2)
+        decisions_memory = Memory(
+            active="baseline",
+            changed_at=5.0,
+            tpot={"baseline": {"1": (0.02, 5.0)}},
+            per_position=(0.5,),
+            num_speculative_tokens=2,
+        )
         assert Memory.from_status(decisions_memory.to_status()) == decisions_memory
 
-    @pytest.mark.parametrize("garbage", [None, "x", {"tpot": {"baseline": {"1": "no"}}}, {"active": "sideways"}])
+    @pytest.mark.parametrize(
+        "garbage", [None, "x", {"tpot": {"baseline": {"1": "no"}}}, {"active": "sideways"}]
+    )
     def test_garbage_in_status_starts_afresh(self, garbage: Any) -> None:
         assert Memory.from_status(garbage).active == "speculative"
 

@@ -27,8 +27,16 @@ from orchestrator.plan.types import DeploymentPlan, RejectedPlan
 from orchestrator.profile.loading import ProfileInvalid, parse_profile
 from tests.support import REPO_ROOT
 
-EXAMPLES = sorted([*(REPO_ROOT / "profiles").glob("*.yaml"), *(REPO_ROOT / "profiles").glob("*/*.yaml")])
-CHART_CRD = REPO_ROOT / "charts" / "specdeploy-operator" / "crds" / "speculativedeployments.specdeploy.io.yaml"
+EXAMPLES = sorted(
+    [*(REPO_ROOT / "profiles").glob("*.yaml"), *(REPO_ROOT / "profiles").glob("*/*.yaml")]
+)
+CHART_CRD = (
+    REPO_ROOT
+    / "charts"
+    / "specdeploy-operator"
+    / "crds"
+    / "speculativedeployments.specdeploy.io.yaml"
+)
 
 
 class TestCrd:
@@ -68,10 +76,23 @@ class TestCrd:
         ("broken", "problem"),
         [
             ({"type": "object", "properties": {"a": {"$ref": "#/x"}}}, "$ref is not allowed"),
-            ({"type": "object", "properties": {"a": {"description": "no type"}}}, ".a: has no type"),
-            ({"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "map"}, "list-map keys"),
+            (
+                {"type": "object", "properties": {"a": {"description": "no type"}}},
+                ".a: has no type",
+            ),
+            (
+                {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "map"},
+                "list-map keys",
+            ),
             ({"type": "object", "x-kubernetes-preserve-unknown": True}, "unknown extension"),
-            ({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}, "mutually exclusive"),
+            (
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}},
+                    "additionalProperties": {"type": "string"},
+                },
+                "mutually exclusive",
+            ),
             ({"type": "object", "anyOf": [{"type": "string"}]}, "may not appear inside"),
             ({"type": "number", "minimum": 0, "exclusiveMinimum": 0}, "must be a boolean"),
         ],
@@ -87,7 +108,10 @@ class TestCrd:
     def test_print_crd(self) -> None:
         result = CliRunner().invoke(cli, ["operator", "--print-crd"])
         assert result.exit_code == 0
-        assert yaml.safe_load(result.output)["metadata"]["name"] == "speculativedeployments.specdeploy.io"
+        assert (
+            yaml.safe_load(result.output)["metadata"]["name"]
+            == "speculativedeployments.specdeploy.io"
+        )
 
 
 PROFILE = """\
@@ -104,7 +128,9 @@ policy: {policy}
 """
 
 
-def profile_text(api: str = "specdeploy/v1", baseline: str = "true", policy: str = "{mode: switch}") -> str:
+def profile_text(
+    api: str = "specdeploy/v1", baseline: str = "true", policy: str = "{mode: switch}"
+) -> str:
     return PROFILE.format(api=api, baseline=baseline, policy=policy)
 
 
@@ -120,7 +146,9 @@ class TestPolicyInProfile:
         assert issue.path == "policy.mode" and "deploy.baseline: true" in issue.message
 
     def test_retune_thresholds_must_be_ordered(self) -> None:
-        with pytest.raises(ProfileInvalid, match="lower_below=0.9 must be below raise_above=0.8"):
+        with pytest.raises(
+            ProfileInvalid, match=r"lower_below=0\.9 must be below raise_above=0\.8"
+        ):
             parse_profile(profile_text(policy="{mode: retune, retune: {lower_below: 0.9}}"))
 
     def test_validate_accepts_a_resource_file(self, tmp_path: Path) -> None:
@@ -146,7 +174,10 @@ class TestPlanningAResource:
         plan = plan_resource(body(text), InClusterCheckpoints(offline=True))
         assert isinstance(plan, RejectedPlan)
         [finding] = [f for f in plan.findings if f.rule == "checkpoint.unresolved"]
-        assert "never from the operator's file system" in finding.what + finding.why + finding.fix + str(finding)
+        assert (
+            "never from the operator's file system"
+            in finding.what + finding.why + finding.fix + str(finding)
+        )
 
     def test_the_retuned_length_survives_until_the_spec_changes_it(self) -> None:
         profile = parse_profile(profile_text(policy="{mode: retune}"))
@@ -171,7 +202,9 @@ class TestPlanningAResource:
 
 
 class TestOperatorCommand:
-    def test_an_unreachable_cluster_is_exit_6(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_an_unreachable_cluster_is_exit_6(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         from tests.hostile.test_kube_api import closed_port
         from tests.operator.fake_api import kubeconfig_text
 
@@ -182,7 +215,9 @@ class TestOperatorCommand:
         assert result.exit_code == 6, result.output
         assert "fix:" in result.output and "Traceback" not in result.output
 
-    def test_a_cluster_without_the_crd_says_how_to_install_it(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_a_cluster_without_the_crd_says_how_to_install_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         from tests.operator.fake_api import ApiServer, FakeCluster, kubeconfig_text
 
         cluster = FakeCluster(refuse={"/apis/specdeploy.io": 404})
