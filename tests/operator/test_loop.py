@@ -147,17 +147,62 @@ def test_switch_moves_the_front_service_and_says_why(
     assert used <= allowed, f"not granted: {sorted(used - allowed)}"
 
 
-def test_the_chart_grants_exactly_the_operators_rules() -> None:
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    binary = REPO_ROOT / ".ci" / "bin" / "helm"
+    if not binary.exists():
+        pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
+    home = tmp_path_factory.mktemp("helm-home")
+    with pytest.MonkeyPatch.context() as patch:
+        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+            patch.setenv(var, str(home / var.lower()))
+        yield [str(binary)]
+
+
+def helm_run(helm: list[str], *args: str) -> str:
     import subprocess
 
-    rendered = subprocess.run(
-        [str(REPO_ROOT / ".ci" / "bin" / "helm"), "template", "t", str(REPO_ROOT / "charts" / "specdeploy-operator")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if rendered.returncode != 0 and not (REPO_ROOT / ".ci" / "bin" / "helm").exists():
-        pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
-    assert rendered.returncode == 0, rendered.stderr
-    [role] = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Role"]
+    done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
+    chart = str(REPO_ROOT / "charts" / "specdeploy-operator")
+    helm_run(helm, "lint", "--strict", chart)
+    namespaced = [
+        d
+        for d in yaml.safe_load_all(
+            helm_run(helm, "template", "t", chart, "--set", "watchNamespaces={a,b}")
+        )
+        if d
+    ]
+    assert sorted((d["kind"], d["metadata"].get("namespace")) for d in namespaced if d["kind"].startswith("Role")) == [
+        ("Role", "a"), ("Role", "b"), ("RoleBinding", "a"), ("RoleBinding", "b"),
+    ]  # fmt: skip
+    [deployment] = [d for d in namespaced if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--namespace=a",
+        "--namespace=b",
+    ]
+    clusterwide = [
+        d
+        for d in yaml.safe_load_all(
+            helm_run(helm, "template", "t", chart, "--set", "allNamespaces=true")
+        )
+        if d
+    ]
+    assert {d["kind"] for d in clusterwide} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    }
+
+
+def test_the_chart_grants_exactly_the_operators_rules(helm: list[str]) -> None:
+    rendered = helm_run(helm, "template", "t", str(REPO_ROOT / "charts" / "specdeploy-operator"))
+    [role] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"]
     granted = {
         (g, r, v)
         for rule in role["rules"]
