@@ -13,16 +13,17 @@ import re
 from typing import Final
 
 from orchestrator.engines import ENGINES
-from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples
+from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples, labelled
 
 __all__ = ["Acceptance", "PhaseTimes", "Samples", "acceptance", "parse_prometheus", "phase_times"]
 
 _LINE: Final = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(\s+\S+)?$")
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
+def parse_prometheus(text: str, *, by_label: str | None = None) -> dict[str, float]:
     """Prometheus text exposition -> {name: sum over label sets}. Comments, malformed lines and
-    non-numeric values are skipped (a scrape must never fail the bench)."""
+    non-numeric values are skipped (a scrape must never fail the bench). With `by_label`, series
+    carrying that label are also summed per value, under `name{label="value"}`."""
     samples: dict[str, float] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -39,7 +40,16 @@ def parse_prometheus(text: str) -> dict[str, float]:
             continue
         name = match.group(1)
         samples[name] = samples.get(name, 0.0) + value
+        found = _label(match.group(2), by_label) if by_label and match.group(2) else None
+        if found is not None:
+            key = labelled(name, str(by_label), found)
+            samples[key] = samples.get(key, 0.0) + value
     return samples
+
+
+def _label(labels: str, name: str) -> str | None:
+    found = re.search(rf'[{{,]\s*{re.escape(name)}="([^"]*)"', labels)
+    return found.group(1) if found else None
 
 
 def acceptance(before: Samples, after: Samples) -> Acceptance | None:

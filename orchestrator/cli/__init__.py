@@ -40,6 +40,7 @@ COMMAND_MODULES: dict[str, str] = {
     "dev": "orchestrator.cli.dev_cmd",
     "run": "orchestrator.cli.run_cmd",
     "suggest": "orchestrator.cli.suggest_cmd",
+    "operator": "orchestrator.cli.operator_cmd",
 }
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.dev.layered import make_layered_models
 from orchestrator.dev.tiny_models import DEFAULT_DIR, make_tiny_models
 
 
@@ -22,11 +23,17 @@ def dev() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the models are up to date.")
 def make_tiny_models_cmd(directory: Path, python: str | None, force: bool) -> None:
     """Build a tiny target, a matching draft and a mismatching draft in DIRECTORY
-    (default .cache/tiny-models, where profiles/local/tiny-*.yaml look for them)."""
+    (default .cache/tiny-models, where profiles/local/tiny-*.yaml look for them), and the
+    layered test bed in DIRECTORY/layered (a deep target whose draft is its own first layer:
+    speculation pays on a CPU)."""
     models = make_tiny_models(directory, python=python, force=force)
     click.echo(f"target:    {models.target}")
     click.echo(f"draft:     {models.draft}   (same tokenizer: a valid draft_model pairing)")
     click.echo(f"bad-draft: {models.bad_draft}   (other tokenizer: specdeploy refuses it)")
+    layered = make_layered_models(directory, python=python, force=force)
+    click.echo(f"layered:   {layered.target}   (24 layers; 23 write nothing)")
+    click.echo(f"           {layered.draft}   (its first layer: acceptance 1.0)")
+    click.echo(f"           {layered.noisy_draft}   (noise in the head: acceptance ~3.3 of 5)")
 
 
 @dev.command("native-models")

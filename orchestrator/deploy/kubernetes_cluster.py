@@ -336,6 +336,40 @@ class KubernetesCluster:
                 deleted.append((kind, name))
         return deleted
 
+    # -- reading and status (the operator) -----------------------------------------------------
+
+    def require(self, api_version: str, kind: str) -> None:
+        """DeployError when the cluster does not serve this kind."""
+        self._resource(api_version, kind)
+
+    def live(self, manifest: Manifest) -> dict[str, Any] | None:
+        """The object as the cluster has it now, or None."""
+        namespace = manifest.namespace or self.namespace
+        resource = self._resource(manifest.api_version, manifest.kind)
+        with self._calling(f"read {manifest.kind}/{manifest.name} in namespace {namespace}"):
+            return self._get(resource, manifest.name, namespace)
+
+    def list_objects(
+        self, api_version: str, kind: str, namespace: str, labels: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """Objects of one kind carrying all `labels`."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        return self._list(api_version, kind, namespace, selector, optional=True)
+
+    def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str, status: dict[str, Any]
+    ) -> None:
+        """Merge-patch an object's status subresource."""
+        resource = self._resource(api_version, kind)
+        with self._calling(f"update the status of {kind}/{name} in namespace {namespace}"):
+            resource.status.patch(
+                body={"status": status},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+                _request_timeout=self._timeout,
+            )
+
     # -- helpers -----------------------------------------------------------------------------
 
     def _resource(self, api_version: str, kind: str) -> Any:
@@ -575,8 +609,12 @@ def _timed_out(exc: Exception) -> bool:
             return False
         if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
             return True
-        reason = getattr(seen, "reason", None)  # urllib3 wraps; an ApiException's is a str
-        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
+        reason = getattr(seen, "reason", None)  # urllib3 wraps; ApiException's is a string
+        seen = (
+            (reason if isinstance(reason, BaseException) else None)
+            or seen.__cause__
+            or seen.__context__
+        )
     return False
 
 

@@ -26,12 +26,48 @@ SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 def main(argv: list[str]) -> int:
     plan = json.loads(argv[1])
     for model in plan["models"]:
-        build_model(Path(model["path"]), model)
+        if "layered" in model:
+            build_layered(Path(model["path"]), model)
+        else:
+            build_model(Path(model["path"]), model)
     return 0
 
 
 def build_model(path: Path, spec: dict[str, Any]) -> None:
     """Write config.json, model.safetensors, tokenizer files and generation_config.json."""
+    model, tokenizer = random_model(spec)
+    save(model, tokenizer, path)
+
+
+def build_layered(path: Path, spec: dict[str, Any]) -> None:
+    """The layered test bed (see `orchestrator.dev.layered`): a target whose layers after the
+    first write nothing into the residual stream, or a one-layer draft cut from that target
+    (same embeddings, first layer, norm and head) with Gaussian noise mixed into its head."""
+    torch: Any = importlib.import_module("torch")
+    layered = spec["layered"]
+    target, tokenizer = random_model({**spec, "num_hidden_layers": layered["target_layers"]})
+    with torch.no_grad():
+        for layer in target.model.layers[1:]:
+            layer.self_attn.o_proj.weight.zero_()  # attention adds nothing to the residual
+            layer.mlp.down_proj.weight.zero_()  # nor does the MLP
+    if layered["role"] == "target":
+        save(target, tokenizer, path)
+        return
+    draft, _ = random_model({**spec, "num_hidden_layers": 1})
+    state = {k: v for k, v in target.state_dict().items() if not k.startswith("model.layers.")}
+    state |= {k: v for k, v in target.state_dict().items() if k.startswith("model.layers.0.")}
+    draft.load_state_dict(state, strict=True)
+    noise = float(layered["head_noise"])
+    if noise > 0:
+        generator = torch.Generator().manual_seed(layered["noise_seed"])
+        with torch.no_grad():
+            head = draft.lm_head.weight
+            head += noise * head.std() * torch.randn(head.shape, generator=generator)
+    save(draft, tokenizer, path)
+
+
+def random_model(spec: dict[str, Any]) -> tuple[Any, Any]:
+    """A random-weight LlamaForCausalLM of `spec`'s shape (seeded) and its word tokenizer."""
     torch: Any = importlib.import_module("torch")
     transformers: Any = importlib.import_module("transformers")
     torch.manual_seed(spec["seed"])
@@ -51,7 +87,10 @@ def build_model(path: Path, spec: dict[str, Any]) -> None:
         pad_token_id=tokenizer.pad_token_id,
         torch_dtype="float32",
     )
-    model = transformers.LlamaForCausalLM(config)
+    return transformers.LlamaForCausalLM(config), tokenizer
+
+
+def save(model: Any, tokenizer: Any, path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(path), safe_serialization=True)
     tokenizer.save_pretrained(str(path))

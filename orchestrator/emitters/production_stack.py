@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 CHART_FLAGS: Final = ("--host", "--port")
 #: Labels the chart writes on the engine Deployment, its selector and its pods itself
 #: (`model`, `helm-release-name` and `chart.engineStandardLabels`,
-#: https://github.com/vllm-project/production-stack/blob/vllm-stack-0.1.12/helm/templates/_helpers.tpl#L261-L275
-#: and https://github.com/vllm-project/production-stack/blob/vllm-stack-0.1.12/helm/templates/deployment-vllm-multi.yaml#L24-L56). Passing them again through the values
+#: https://github.com/vllm-project/production-stack/blob/66b60661aa3052810859a417559e9e830772a091/helm/templates/_helpers.tpl#L261-L275
+#: and https://github.com/vllm-project/production-stack/blob/66b60661aa3052810859a417559e9e830772a091/helm/templates/deployment-vllm-multi.yaml#L24-L56). Passing them again through the values
 #: would print each key twice in one mapping, which YAML decoders refuse (Helm's and kubectl's).
 CHART_LABELS: Final = frozenset(
     {

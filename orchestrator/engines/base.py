@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
-    from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples
+    from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples, Serving
     from orchestrator.engines.names import EngineName
     from orchestrator.memory.budget import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
@@ -218,6 +218,8 @@ class EngineMetrics(Protocol):
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None: ...
 
     def phase_times(self, before: Samples, after: Samples) -> PhaseTimes | None: ...
+
+    def serving(self, before: Samples, after: Samples) -> Serving | None: ...
 
 
 class Engine(Protocol):

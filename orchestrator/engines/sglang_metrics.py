@@ -1,11 +1,20 @@
 """SGLang's /metrics (with --enable-metrics): gauges `sglang:spec_accept_length` (accepted drafts
 + 1 bonus per verify step) and `sglang:spec_accept_rate`
 (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/observability/metrics_collector.py#L511-L522).
-They are gauges, so the value after the level is reported, not a difference."""
+They are gauges, so the value after the level is reported, not a difference (and marked
+`last_batch`, for whoever averages them over time). Serving: histograms
+`sglang:request_time_per_output_token_seconds` and `sglang:e2e_request_latency_seconds`, gauges
+`sglang:num_running_reqs` / `sglang:num_queue_reqs` (same file, #L365-L376 and #L2057-L2075)."""
 
 from __future__ import annotations
 
-from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples
+from orchestrator.engines.metrics import (
+    Acceptance,
+    NoPhaseTimes,
+    Samples,
+    Serving,
+    serving_window,
+)
 
 
 class SglangMetrics(NoPhaseTimes):
@@ -14,4 +23,10 @@ class SglangMetrics(NoPhaseTimes):
         if "sglang:spec_accept_length" not in after:
             return None
         rate = after.get("sglang:spec_accept_rate")
-        return Acceptance("sglang", rate, after["sglang:spec_accept_length"])
+        length = after["sglang:spec_accept_length"]
+        return Acceptance("sglang", rate, length, last_batch=True)
+
+    def serving(self, before: Samples, after: Samples) -> Serving | None:
+        return serving_window(
+            before, after, "sglang:", "sglang:num_running_reqs", "sglang:num_queue_reqs"
+        )

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
+from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, NoServing, Samples, delta
 
 _SPEC: Final = "trtllm_spec_decode_"
 
 
-class TrtllmMetrics(NoPhaseTimes):
+class TrtllmMetrics(NoPhaseTimes, NoServing):
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None:
         if f"{_SPEC}num_draft_tokens_total" not in after:
             return None

@@ -4,7 +4,13 @@ Counters `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total` and
 `..._num_accepted_tokens_total` (`SpecDecodingProm`,
 https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/spec_decode/metrics.py#L177): acceptance rate
 = accepted / draft tokens; mean acceptance length = 1 + accepted / drafts (bonus token included,
-range 1..K+1). Request-phase histograms `vllm:request_{queue,prefill,decode}_time_seconds`
+range 1..K+1); `..._num_accepted_tokens_per_pos_total{position}` / drafts is the share of drafts
+accepted at each position
+(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/spec_decode/metrics.py#L252-L262).
+Serving: histograms `vllm:request_time_per_output_token_seconds` and
+`vllm:e2e_request_latency_seconds`, gauges `vllm:num_requests_running` / `_waiting`
+(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/metrics/loggers.py#L527-L545 and
+#L951-L968). Request-phase histograms `vllm:request_{queue,prefill,decode}_time_seconds`
 (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/metrics/loggers.py#L971-L1010).
 """
 
@@ -12,9 +18,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples, delta
+from orchestrator.engines.metrics import (
+    Acceptance,
+    PhaseTimes,
+    Samples,
+    Serving,
+    delta,
+    labelled,
+    serving_window,
+)
 
 _SPEC: Final = "vllm:spec_decode_"
+_PER_POSITION: Final = f"{_SPEC}num_accepted_tokens_per_pos_total"
 
 
 class VllmMetrics:
@@ -27,7 +42,18 @@ class VllmMetrics:
         if drafts <= 0 or drafted <= 0:
             return None
         return Acceptance(
-            "vllm", accepted / drafted, 1.0 + accepted / drafts, drafts, drafted, accepted
+            "vllm",
+            accepted / drafted,
+            1.0 + accepted / drafts,
+            drafts,
+            drafted,
+            accepted,
+            per_position=_per_position(before, after, drafts),
+        )
+
+    def serving(self, before: Samples, after: Samples) -> Serving | None:
+        return serving_window(
+            before, after, "vllm:", "vllm:num_requests_running", "vllm:num_requests_waiting"
         )
 
     def phase_times(self, before: Samples, after: Samples) -> PhaseTimes | None:
@@ -40,3 +66,11 @@ class VllmMetrics:
         if all(m is None for m in means):
             return None
         return PhaseTimes(*means)
+
+
+def _per_position(before: Samples, after: Samples, drafts: float) -> tuple[float, ...] | None:
+    shares: list[float] = []
+    while labelled(_PER_POSITION, "position", len(shares)) in after:
+        key = labelled(_PER_POSITION, "position", len(shares))
+        shares.append(delta(before, after, key) / drafts)
+    return tuple(shares) or None

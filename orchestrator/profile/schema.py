@@ -431,11 +431,81 @@ class TrtllmTuning(StrictModel):
     """Expose per-iteration stats (including speculative acceptance) on /metrics."""
 
 
+PolicyMode = Literal["static", "switch", "retune"]
+
+
+class RetuneSpec(StrictModel):
+    """When `policy.mode: retune` lowers or raises proposer.num_speculative_tokens."""
+
+    lower_below: float = Field(default=0.3, gt=0.0, lt=1.0)
+    """Lower the draft length when the deepest drafted position is accepted less often than this
+    (accepted at that position / drafts); the new length keeps the positions at or above it."""
+    raise_above: float = Field(default=0.8, gt=0.0, le=1.0)
+    """Raise the draft length by one when the deepest position is accepted at least this often."""
+    min_tokens: PositiveInt = 1
+    """Never draft fewer tokens than this."""
+    max_tokens: int = Field(default=8, ge=1, le=32)
+    """Never draft more tokens than this."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetuneSpec:
+        if self.lower_below >= self.raise_above:
+            raise ValueError(
+                f"lower_below={self.lower_below} must be below raise_above={self.raise_above}, "
+                "or a length could be lowered and raised on the same evidence"
+            )
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"min_tokens={self.min_tokens} is larger than max_tokens={self.max_tokens}"
+            )
+        return self
+
+
+class GatewayRef(StrictModel):
+    """A Gateway API parent (a Gateway) the operator's HTTPRoute attaches to."""
+
+    name: str = Field(min_length=1)
+    """Name of the Gateway."""
+    namespace: str | None = None
+    """Namespace of the Gateway; the deployment's own when omitted."""
+    section_name: str | None = None
+    """Listener of the Gateway to attach to; every listener that allows the route when omitted."""
+
+
+class PolicySpec(StrictModel):
+    """What `specdeploy operator` does with live measurements (ignored by the CLI commands)."""
+
+    mode: PolicyMode = "static"
+    """static: keep the deployment as planned. switch: send traffic to the speculative twin
+    while its measured time per output token beats the baseline twin's at the current load, and
+    to the baseline above the crossover (needs deploy.baseline: true). retune: lower or raise
+    proposer.num_speculative_tokens from the measured per-position acceptance, by a rolling
+    update of the speculative twin (vLLM, whose /metrics count acceptance per position)."""
+    interval_seconds: PositiveInt = 15
+    """How often both twins' /metrics are read and a decision is made."""
+    dwell_seconds: PositiveInt = 120
+    """Minimum time between two changes (a traffic switch or a retune): no flapping."""
+    hysteresis: float = Field(default=0.1, ge=0.0, lt=1.0)
+    """switch: the other twin must be faster by at least this share of the current one's time
+    per output token before traffic moves (0.1 = 10 %)."""
+    smoothing: float = Field(default=0.5, gt=0.0, le=1.0)
+    """Weight of the newest interval in the moving averages of time per output token and
+    acceptance (1 = no smoothing; SGLang's acceptance gauges are last-batch values)."""
+    min_requests: PositiveInt = 2
+    """Finished requests an interval needs before its time per output token counts."""
+    retune: RetuneSpec = RetuneSpec()
+    """Thresholds of the retune mode."""
+    gateway: GatewayRef | None = None
+    """Split traffic with a Gateway API HTTPRoute (weighted backendRefs to both twins' Services)
+    attached to this Gateway; without it, a front Service `<name>-front` selects the twin."""
+
+
 class Profile(StrictModel):
     """A speculative deployment: target, proposer, engine, hardware and serving settings."""
 
-    apiVersion: Literal["specdeploy/v1"]
-    """Schema version; always specdeploy/v1."""
+    apiVersion: Literal["specdeploy/v1", "specdeploy.io/v1"]
+    """Schema version: specdeploy/v1, or specdeploy.io/v1 (the same spec as a Kubernetes custom
+    resource, which needs a dotted API group)."""
     kind: Literal["SpeculativeDeployment"]
     """Always SpeculativeDeployment."""
     metadata: Metadata
@@ -458,6 +528,8 @@ class Profile(StrictModel):
     """SGLang-only tuning; only with engine.name: sglang."""
     trtllm: TrtllmTuning | None = None
     """TensorRT-LLM-only tuning; only with engine.name: trtllm."""
+    policy: PolicySpec | None = None
+    """What `specdeploy operator` does with live measurements: static, switch or retune."""
 
     @model_validator(mode="after")
     def _sections_agree(self) -> Profile:
@@ -476,7 +548,23 @@ class Profile(StrictModel):
                 "a traffic split needs a speculative deployment to split against; set a "
                 "proposer or remove deploy.baseline_traffic_percent",
             )
+        self._policy_applies()
         return self
+
+    def _policy_applies(self) -> None:
+        mode = self.policy.mode if self.policy is not None else "static"
+        if mode != "static" and not self.speculative:
+            raise field_error(
+                "policy.mode",
+                f"policy.mode {mode!r} acts on speculation, but proposer.method is 'none'; "
+                "configure a proposer or set policy.mode: static",
+            )
+        if mode == "switch" and not self.deploy.baseline:
+            raise field_error(
+                "policy.mode",
+                "policy.mode 'switch' moves traffic between the speculative and the baseline "
+                "twin, but deploy.baseline is false; set deploy.baseline: true",
+            )
 
     @property
     def speculative(self) -> bool:

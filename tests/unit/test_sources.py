@@ -281,7 +281,7 @@ def comment_problems(text: str, base: Path | None = None) -> list[str]:
 
 #: Paths being rewritten on other branches (the bench client, the operator). The sources test
 #: is applied to them once they are merged: delete the entry then.
-PENDING_ELSEWHERE = ("orchestrator/operator/",)
+PENDING_ELSEWHERE: tuple[str, ...] = ()
 
 #: Packages whose module constants carry sources (engine facts, memory constants, manifests).
 CONSTANT_PACKAGES = (

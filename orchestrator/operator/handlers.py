@@ -1,0 +1,128 @@
+"""The kopf operator: handlers for SpeculativeDeployment resources, and how it runs.
+
+* create / update / resume: `reconcile` (plan, conditions, apply the owned objects). Status-only
+  changes do not trigger it (kopf compares the resource without its status). A cluster error is a
+  kopf TemporaryError: retried with a delay, never a crash loop; an invalid resource is a status
+  condition and an Event, and no retry.
+* a daemon per resource: `loop.tick` every `policy.interval_seconds`.
+* deletion: nothing to do here. Every owned object carries an ownerReference to the resource,
+  so Kubernetes' garbage collector deletes them; the operator adds no finalizer.
+
+kopf keeps its own bookkeeping in annotations prefixed `specdeploy.io/` (progress and the last
+handled spec), never in the status the operator writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
+from orchestrator.errors import DeployError
+from orchestrator.operator.crd import GROUP, PLURAL, VERSION
+from orchestrator.operator.loop import Scrapes, tick
+from orchestrator.operator.reconcile import Emit, reconcile
+from orchestrator.operator.source import InClusterCheckpoints
+from orchestrator.profile.schema import PolicySpec
+
+#: Seconds before a failed reconcile is retried (kopf's TemporaryError delay).
+RETRY_DELAY_S = 30.0
+#: Tick period when the resource does not say (policy omitted or unreadable).
+DEFAULT_INTERVAL_S = float(PolicySpec().interval_seconds)
+
+
+@dataclass
+class OperatorConfig:
+    namespaces: Collection[str] = ()
+    all_namespaces: bool = False
+    offline: bool = False
+    liveness: str | None = None
+
+
+def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.OperatorRegistry:
+    """The handlers, on a registry of their own (importing this module registers nothing)."""
+    registry = kopf.OperatorRegistry()
+    scrapes = Scrapes()
+    clusters: dict[str, KubernetesCluster] = {}
+    lock = threading.Lock()
+
+    def cluster() -> KubernetesCluster:
+        with lock:  # one client (and discovery cache) per operator process
+            if "c" not in clusters:
+                clusters["c"] = cluster_factory()
+            return clusters["c"]
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        found: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
+        return found or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key="last-handled-configuration"
+        )
+        # kopf stops the daemon before a resource goes; its finalizer says whose it is.
+        settings.persistence.finalizer = f"{GROUP}/operator"
+        settings.posting.level = logging.WARNING  # Events are the operator's own, not log lines
+        settings.scanning.disabled = True
+        settings.peering.standalone = True
+        settings.watching.server_timeout = 300
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
+    def on_change(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        raw = dict(body)
+        try:
+            status = reconcile(raw, source, cluster(), _emitter(body))
+        except DeployError as exc:
+            kopf.warn(body, reason="ClusterError", message=f"{exc.what}: {exc.why}"[:1000])
+            raise kopf.TemporaryError(f"{exc.what}: {exc.why}", delay=RETRY_DELAY_S) from exc
+        patch.status.update(status)
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)
+    def control_loop(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
+        while not stopped:
+            stopped.wait(_interval(body))
+            if stopped:
+                return
+            raw = dict(body)
+            try:
+                status = tick(raw, source, cluster(), scrapes, _emitter(body))
+                if status is not None:
+                    meta = raw["metadata"]
+                    cluster().patch_status(
+                        f"{GROUP}/{VERSION}",
+                        "SpeculativeDeployment",
+                        meta["name"],
+                        meta["namespace"],
+                        status,
+                    )
+            except DeployError as exc:
+                logger.warning(f"control loop: {exc.what}: {exc.why}")
+            except Exception:  # one bad interval must not end the loop for this resource
+                logger.exception("control loop: interval failed")
+
+    return registry
+
+
+def _interval(body: kopf.Body) -> float:
+    policy = body.get("policy") or {}
+    try:
+        return float(policy.get("interval_seconds") or DEFAULT_INTERVAL_S)
+    except (TypeError, ValueError, AttributeError):
+        return DEFAULT_INTERVAL_S
+
+
+def _emitter(body: kopf.Body) -> Emit:
+    def emit(kind: str, reason: str, message: str) -> None:
+        kopf.event(body, type=kind, reason=reason, message=message[:1000])
+
+    return emit

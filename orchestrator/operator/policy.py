@@ -1,0 +1,332 @@
+"""The control loop's decisions, as pure functions of what was measured (no cluster, no clock).
+
+Each interval the operator turns both twins' /metrics into an `Observation` and calls `step`
+with the loop's `Memory` (kept in the resource's status between intervals). `step` smooths what
+it saw (exponential moving averages, so SGLang's last-batch gauges and a noisy interval do not
+decide alone), remembers each twin's time per output token per load level, and returns the new
+memory and one `Decision` with its evidence.
+
+* switch: traffic goes to the twin with the lower time per output token *at the current load*
+  (requests in the server, by Little's law). The other twin must be faster by `hysteresis`, and
+  no change happens within `dwell_seconds` of the last one, so traffic never flaps.
+* retune: `num_speculative_tokens` follows the per-position acceptance: lowered to the positions
+  accepted at least `lower_below` of the time, raised by one while the deepest is accepted at
+  least `raise_above` of the time; also at most one change per dwell time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from orchestrator.engines.metrics import Acceptance, Serving
+from orchestrator.profile.schema import PolicySpec
+
+Variant = Literal["speculative", "baseline"]
+Action = Literal["hold", "switch", "retune"]
+VARIANTS: Final[tuple[Variant, Variant]] = ("speculative", "baseline")
+#: Intervals the active twin is measured alone at a load before the idle twin is tried there.
+EXPLORE_AFTER: Final = 3
+#: A remembered time per output token older than this many dwell times is forgotten.
+MEMORY_DWELLS: Final = 10
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One interval of both twins' /metrics (None: not scraped, or no data)."""
+
+    at: float
+    """Wall-clock seconds (the end of the interval)."""
+    interval_s: float
+    speculative: Serving | None
+    baseline: Serving | None
+    acceptance: Acceptance | None
+    """The speculative twin's acceptance over the interval."""
+
+    def serving(self, variant: Variant) -> Serving | None:
+        return self.speculative if variant == "speculative" else self.baseline
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the loop carries from one interval to the next (status.loop)."""
+
+    active: Variant = "speculative"
+    changed_at: float | None = None
+    """When traffic last moved or the draft length last changed."""
+    tpot: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    """variant -> load level -> (smoothed seconds per output token, when last updated)."""
+    alone: int = 0
+    """Consecutive intervals the active twin served while the idle one finished nothing."""
+    acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    per_position: tuple[float, ...] = ()
+    num_speculative_tokens: int | None = None
+    """The draft length retune set (None: the spec's)."""
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "active": self.active,
+            "changedAt": self.changed_at,
+            "tpot": {v: {b: list(e) for b, e in lv.items()} for v, lv in self.tpot.items()},
+            "alone": self.alone,
+            "acceptanceLength": self.acceptance_length,
+            "acceptanceRate": self.acceptance_rate,
+            "perPosition": list(self.per_position),
+            "numSpeculativeTokens": self.num_speculative_tokens,
+        }
+
+    @classmethod
+    def from_status(cls, raw: Any) -> Memory:
+        """The memory a status holds; a fresh one when it holds none (or garbage)."""
+        if not isinstance(raw, dict):
+            return cls()
+        try:
+            tpot = {
+                str(v): {str(b): (float(e[0]), float(e[1])) for b, e in lv.items()}
+                for v, lv in (raw.get("tpot") or {}).items()
+            }
+            active = raw.get("active")
+            k = raw.get("numSpeculativeTokens")
+            return cls(
+                active=active if active in VARIANTS else "speculative",
+                changed_at=_float(raw.get("changedAt")),
+                tpot=tpot,
+                alone=int(raw.get("alone") or 0),
+                acceptance_length=_float(raw.get("acceptanceLength")),
+                acceptance_rate=_float(raw.get("acceptanceRate")),
+                per_position=tuple(float(p) for p in raw.get("perPosition") or ()),
+                num_speculative_tokens=int(k) if k is not None else None,
+            )
+        except (TypeError, ValueError, IndexError, AttributeError):
+            return cls()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the loop did this interval, why, and the figures behind it."""
+
+    action: Action
+    reason: str
+    """CamelCase, for the Event and the Speculating condition."""
+    message: str
+    evidence: dict[str, Any]
+    active: Variant
+    num_speculative_tokens: int | None = None
+
+
+def step(
+    policy: PolicySpec, memory: Memory, obs: Observation, spec_tokens: int
+) -> tuple[Memory, Decision]:
+    """Fold one observation into the memory and decide; `spec_tokens` is the spec's draft length."""
+    memory = observe(policy, memory, obs)
+    if policy.mode == "switch":
+        return decide_switch(policy, memory, obs)
+    if policy.mode == "retune":
+        return decide_retune(policy, memory, obs, spec_tokens)
+    evidence = _evidence(memory, obs, observed_level(obs))
+    return memory, Decision("hold", "Static", "policy.mode is static", evidence, memory.active)
+
+
+def observe(policy: PolicySpec, memory: Memory, obs: Observation) -> Memory:
+    """The memory with this interval's measurements folded into its moving averages."""
+    tpot = {v: dict(levels) for v, levels in memory.tpot.items()}
+    horizon = obs.at - MEMORY_DWELLS * policy.dwell_seconds
+    level = observed_level(obs)
+    for variant in VARIANTS:
+        serving = obs.serving(variant)
+        kept = {b: e for b, e in tpot.get(variant, {}).items() if e[1] >= horizon}
+        timed = serving is not None and serving.tpot_s is not None and level is not None
+        if timed and serving is not None and serving.finished >= policy.min_requests:
+            assert serving.tpot_s is not None and level is not None
+            old = kept.get(level)
+            value = serving.tpot_s if old is None else _ewma(old[0], serving.tpot_s, policy)
+            kept[level] = (value, obs.at)
+        tpot[variant] = kept
+    idle = obs.serving(_other(memory.active))
+    served_alone = idle is None or idle.finished == 0
+    memory = replace(memory, tpot=tpot, alone=memory.alone + 1 if served_alone else 0)
+    return _observe_acceptance(policy, memory, obs.acceptance)
+
+
+def _observe_acceptance(policy: PolicySpec, memory: Memory, accepted: Acceptance | None) -> Memory:
+    if accepted is None:
+        return memory
+    length = _smooth(memory.acceptance_length, accepted.mean_acceptance_length, policy)
+    rate = _smooth(memory.acceptance_rate, accepted.acceptance_rate, policy)
+    positions = memory.per_position
+    if accepted.per_position is not None:
+        fresh = accepted.per_position
+        if len(fresh) == len(positions):
+            positions = tuple(_ewma(a, b, policy) for a, b in zip(positions, fresh, strict=True))
+        else:  # first sample, or the draft length changed: start over
+            positions = fresh
+    return replace(memory, acceptance_length=length, acceptance_rate=rate, per_position=positions)
+
+
+def decide_switch(policy: PolicySpec, memory: Memory, obs: Observation) -> tuple[Memory, Decision]:
+    """Keep or move traffic: the faster twin at the current load, with hysteresis and dwell."""
+    active, other = memory.active, _other(memory.active)
+    level = observed_level(obs)
+    evidence = _evidence(memory, obs, level)
+    if level is None:
+        return memory, _hold("Idle", f"the {active} twin finished no request", evidence, active)
+    mine, theirs = memory.tpot.get(active, {}).get(level), memory.tpot.get(other, {}).get(level)
+    if mine is None:
+        why = f"too few finished requests to time the {active} twin at load {level}"
+        return memory, _hold("NoEvidence", why, evidence, active)
+    waited = _dwell_left(policy, memory, obs.at)
+    if theirs is None:
+        if memory.alone < EXPLORE_AFTER or waited > 0:
+            why = f"the {other} twin was never timed at load {level} (mirror traffic to it)"
+            return memory, _hold("NoEvidence", why, evidence, active)
+        why = f"the {other} twin was never timed at load {level}: trying it"
+        return _switch(memory, obs, "Exploring", why, evidence)
+    ratio = theirs[0] / mine[0]
+    evidence["tpotRatio"] = round(ratio, 3)
+    figures = (
+        f"at load {level}: {other} {theirs[0] * 1000:.1f} ms per output token, "
+        f"{active} {mine[0] * 1000:.1f} ms ({ratio:.2f}x)"
+    )
+    if ratio > 1 - policy.hysteresis:
+        reason = "Winning" if ratio >= 1 else "WithinHysteresis"
+        return memory, _hold(reason, f"{active} stays: {figures}", evidence, active)
+    if waited > 0:
+        why = f"{other} is faster ({figures}) but the last change was {waited:.0f} s too recent"
+        return memory, _hold("Dwelling", why, evidence, active)
+    reason = "SpeculationWins" if other == "speculative" else "BaselineWins"
+    return _switch(memory, obs, reason, f"traffic to {other}: {figures}", evidence)
+
+
+def decide_retune(
+    policy: PolicySpec, memory: Memory, obs: Observation, spec_tokens: int
+) -> tuple[Memory, Decision]:
+    """Keep or change the draft length from the smoothed per-position acceptance."""
+    current = memory.num_speculative_tokens or spec_tokens
+    level = load_level(obs.serving("speculative"), obs.interval_s)
+    evidence = _evidence(memory, obs, level)
+    evidence["numSpeculativeTokens"] = current
+    positions, rules = memory.per_position, policy.retune
+    if len(positions) != current:
+        why = f"no per-position acceptance measured yet for num_speculative_tokens={current}"
+        return memory, _hold("NoEvidence", why, evidence, memory.active, current)
+    wanted = proposed_length(positions, policy)
+    shares = ", ".join(f"{p:.2f}" for p in positions)
+    if wanted == current:
+        why = f"per-position acceptance [{shares}] keeps num_speculative_tokens={current}"
+        return memory, _hold("Tuned", why, evidence, memory.active, current)
+    waited = _dwell_left(policy, memory, obs.at)
+    if waited > 0:
+        why = f"would set num_speculative_tokens={wanted}, but the last change was {waited:.0f} s too recent"
+        return memory, _hold("Dwelling", why, evidence, memory.active, current)
+    bound = rules.lower_below if wanted < current else rules.raise_above
+    why = (
+        f"num_speculative_tokens {current} -> {wanted}: per-position acceptance [{shares}] "
+        f"against {'lower_below' if wanted < current else 'raise_above'}={bound}"
+    )
+    memory = replace(memory, num_speculative_tokens=wanted, per_position=(), changed_at=obs.at)
+    return memory, Decision("retune", "Retuned", why, evidence, memory.active, wanted)
+
+
+def proposed_length(positions: tuple[float, ...], policy: PolicySpec) -> int:
+    """The draft length the per-position acceptance asks for (within min/max_tokens)."""
+    rules, current = policy.retune, len(positions)
+    if positions[-1] < rules.lower_below:
+        kept = next(i for i, p in enumerate(positions) if p < rules.lower_below)
+        return max(rules.min_tokens, kept)
+    if positions[-1] >= rules.raise_above and current < rules.max_tokens:
+        return current + 1
+    return current
+
+
+def observed_level(obs: Observation) -> str | None:
+    """The interval's load level: the mean of the loads of the twins that served requests in it
+    (with mirrored traffic both did, at the same offered load; without, only the active one).
+    Both twins' times per output token are filed under it, so they compare at equal load."""
+    loads = [
+        s.busy_s / obs.interval_s
+        for s in (obs.speculative, obs.baseline)
+        if s is not None and s.finished > 0 and obs.interval_s > 0
+    ]
+    return level_of(sum(loads) / len(loads)) if loads else None
+
+
+def load_level(serving: Serving | None, interval_s: float) -> str | None:
+    """The load one twin served, as a level, or None when it finished nothing."""
+    if serving is None or serving.finished <= 0 or interval_s <= 0:
+        return None
+    return level_of(serving.busy_s / interval_s)
+
+
+def level_of(requests_in_server: float) -> str:
+    """ "1", "2", "3-4", "5-8", ...: requests in the server (mean over the interval, by Little's
+    law), in doubling ranges: close loads compare, distant ones do not."""
+    load = max(requests_in_server, 1.0)
+    top = 2 ** math.ceil(math.log2(load) - 1e-9)
+    low = top // 2 + 1
+    return str(top) if low >= top else f"{low}-{top}"
+
+
+def _switch(
+    memory: Memory, obs: Observation, reason: str, message: str, evidence: dict[str, Any]
+) -> tuple[Memory, Decision]:
+    target = _other(memory.active)
+    memory = replace(memory, active=target, changed_at=obs.at, alone=0)
+    return memory, Decision("switch", reason, message, evidence, target)
+
+
+def _hold(
+    reason: str, message: str, evidence: dict[str, Any], active: Variant, k: int | None = None
+) -> Decision:
+    return Decision("hold", reason, message, evidence, active, k)
+
+
+def _evidence(memory: Memory, obs: Observation, level: str | None) -> dict[str, Any]:
+    """The figures behind a decision, as they go into status and Events."""
+    out: dict[str, Any] = {"load": level, "active": memory.active}
+    for variant in VARIANTS:
+        serving = obs.serving(variant)
+        smoothed = memory.tpot.get(variant, {}).get(level or "")
+        out[variant] = {
+            "tpotMs": None
+            if serving is None or serving.tpot_s is None
+            else round(serving.tpot_s * 1000, 2),
+            "smoothedTpotMs": None if smoothed is None else round(smoothed[0] * 1000, 2),
+            "finished": None if serving is None else serving.finished,
+            "requestsInServer": None
+            if serving is None
+            else round(serving.busy_s / obs.interval_s, 2),
+        }
+    out["acceptanceLength"] = _round(memory.acceptance_length)
+    out["acceptanceRate"] = _round(memory.acceptance_rate)
+    out["perPosition"] = [round(p, 3) for p in memory.per_position]
+    return out
+
+
+def _dwell_left(policy: PolicySpec, memory: Memory, now: float) -> float:
+    if memory.changed_at is None:
+        return 0.0
+    return max(0.0, memory.changed_at + policy.dwell_seconds - now)
+
+
+def _other(variant: Variant) -> Variant:
+    return "baseline" if variant == "speculative" else "speculative"
+
+
+def _ewma(old: float, new: float, policy: PolicySpec) -> float:
+    return policy.smoothing * new + (1 - policy.smoothing) * old
+
+
+def _smooth(old: float | None, new: float | None, policy: PolicySpec) -> float | None:
+    if new is None:
+        return old
+    return new if old is None else _ewma(old, new, policy)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

@@ -1,0 +1,118 @@
+"""Fixtures: the loopback API server, a real `specdeploy operator` process against it, and
+helpers that act as the rest of a cluster would (kubelet pods, kubectl)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.runner.local import stop
+from tests.operator.fake_api import ApiServer, FakeCluster, kubeconfig_text
+from tests.support import REPO_ROOT
+
+CR = ("apis/specdeploy.io/v1", "speculativedeployments")
+NAME = "qwen3-8b-ngram"
+
+
+def resource(**overrides: Any) -> dict[str, Any]:
+    """The ngram example profile as a resource (its model resolves from the built-in catalog),
+    with a baseline twin; `overrides` replace top-level blocks."""
+    doc = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml").read_text())
+    doc["apiVersion"] = "specdeploy.io/v1"
+    doc["deploy"] = {"baseline": True}
+    doc.update(copy.deepcopy(overrides))
+    return doc
+
+
+@pytest.fixture
+def api() -> Iterator[FakeCluster]:
+    cluster = FakeCluster()
+    server = ApiServer(cluster)
+    cluster.url = server.url  # type: ignore[attr-defined]
+    yield cluster
+    server.close()
+
+
+class Operator:
+    """`specdeploy operator` as a child process, with its log."""
+
+    def __init__(self, api: FakeCluster, tmp_path: Path) -> None:
+        self.kubeconfig = tmp_path / "kubeconfig"
+        self.kubeconfig.write_text(kubeconfig_text(api.url))  # type: ignore[attr-defined]
+        self.log = tmp_path / "operator.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *args: str) -> None:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYTHONPATH": str(REPO_ROOT),
+            "HF_HUB_OFFLINE": "1",
+            "NO_PROXY": "*",
+        }
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline", *args],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process, 15)  # type: ignore[arg-type]
+            self.process = None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def operator(api: FakeCluster, tmp_path: Path) -> Iterator[Operator]:
+    running = Operator(api, tmp_path)
+    running.start()
+    yield running
+    running.stop()
+
+
+def wait_for(
+    what: str, check: Callable[[], Any], operator: Operator | None = None, timeout: float = 60.0
+) -> Any:
+    """Poll `check` until it returns something truthy; fail with the operator's log tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        if operator is not None and not operator.alive():
+            break
+        time.sleep(0.2)
+    tail = "\n".join(operator.output().splitlines()[-40:]) if operator is not None else ""
+    pytest.fail(f"timed out waiting for {what}\n{tail}")
+
+
+def status_of(api: FakeCluster, name: str = NAME) -> dict[str, Any]:
+    found = api.get(*CR, "default", name)
+    return (found or {}).get("status") or {}
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def events(api: FakeCluster, reason: str) -> list[dict[str, Any]]:
+    return [e for e in api.list("api/v1", "events") if e.get("reason") == reason]

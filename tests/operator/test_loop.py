@@ -1,0 +1,311 @@
+"""The control loop end to end, fast: a real operator scrapes two loopback /metrics endpoints
+(pods at 127.0.0.2 and 127.0.0.3, as a kubelet would report them) whose counters the test
+drives, and moves the traffic split. The real-vLLM scenario is tests/e2e/test_operator_vllm.py;
+RBAC: every request the operator made here is allowed by the chart's rules."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.operator.rbac import RULES
+from tests.operator.conftest import CR, NAME, Operator, events, resource, status_of, wait_for
+from tests.operator.fake_api import FakeCluster
+from tests.support import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+TICK_S = 0.25
+HOSTS = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
+
+
+class ScriptedTwin:
+    """A /metrics endpoint whose vLLM counters grow like a server at the scripted TPOT and load."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.tpot_s, self.load = 0.02, 1.0
+        self.counters: dict[str, float] = {}
+        twin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = twin.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def exposition(self) -> str:
+        return "".join(f"{name} {value}\n" for name, value in sorted(self.counters.items()))
+
+    def advance(self) -> None:
+        """One tick of steady traffic: a request finishes, `load` requests were in the server."""
+        for name, value in (
+            ("vllm:request_time_per_output_token_seconds_sum", self.tpot_s),
+            ("vllm:request_time_per_output_token_seconds_count", 1),
+            ("vllm:e2e_request_latency_seconds_sum", self.load * TICK_S),
+            ("vllm:e2e_request_latency_seconds_count", 1),
+        ):
+            self.counters[name] = self.counters.get(name, 0.0) + value
+        self.counters["vllm:num_requests_running"] = self.load
+
+
+@pytest.fixture
+def twins() -> Iterator[dict[str, ScriptedTwin]]:
+    port = _free_port_on_both()
+    scripted = {variant: ScriptedTwin(host, port) for variant, host in HOSTS.items()}
+    stop = threading.Event()
+
+    def traffic() -> None:
+        while not stop.wait(TICK_S):
+            for twin in scripted.values():
+                twin.advance()
+
+    threading.Thread(target=traffic, daemon=True).start()
+    yield scripted
+    stop.set()
+    for twin in scripted.values():
+        twin.server.shutdown()
+
+
+def test_switch_moves_the_front_service_and_says_why(
+    api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin]
+) -> None:
+    port = twins["speculative"].server.server_address[1]
+    policy = {
+        "mode": "switch",
+        "interval_seconds": 1,
+        "dwell_seconds": 4,
+        "hysteresis": 0.1,
+        "smoothing": 1.0,
+    }
+    api.put(*CR, resource(policy=policy, serving={"port": port}))
+    wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
+    add_pods(api)
+
+    twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020  # speculation wins
+    wait_for(
+        "a decision",
+        lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",
+        operator,
+    )
+    assert selector(api) == "speculative"
+
+    twins["speculative"].tpot_s = 0.050  # above the crossover
+    for twin in twins.values():
+        twin.load = 6.0
+    wait_for("traffic on the baseline", lambda: selector(api) == "baseline", operator, timeout=30)
+    status = status_of(api)
+    [decision] = status["decisions"]
+    assert decision["reason"] == "BaselineWins" and decision["evidence"]["load"] == "5-8"
+    measured = decision["evidence"]
+    assert measured["baseline"]["smoothedTpotMs"] == pytest.approx(20.0)
+    assert measured["speculative"]["smoothedTpotMs"] > 20.0 / 0.9  # beyond the hysteresis
+    assert measured["tpotRatio"] == pytest.approx(
+        20.0 / measured["speculative"]["smoothedTpotMs"], abs=1e-3
+    )
+    assert status["traffic"]["active"] == "baseline" and status["verdict"] == "BaselineServes"
+    speculating = next(c for c in status["conditions"] if c["type"] == "Speculating")
+    assert speculating["status"] == "False" and speculating["reason"] == "BaselineWins"
+    [event] = wait_for("a Switched event", lambda: events(api, "Switched"), operator)
+    assert f"{measured['speculative']['smoothedTpotMs']:.1f} ms" in event["message"]
+
+    twins["speculative"].tpot_s = 0.010
+    for twin in twins.values():
+        twin.load = 1.0
+    wait_for(
+        "traffic back on the speculative twin",
+        lambda: selector(api) == "speculative",
+        operator,
+        timeout=30,
+    )
+    first, second = status_of(api)["decisions"]
+    assert second["at"] - first["at"] >= 4  # dwell
+    assert second["reason"] == "SpeculationWins"
+
+    used = requests_as_rbac(api)
+    assert {
+        ("", "pods", "list"),
+        ("", "events", "create"),
+        ("specdeploy.io", "speculativedeployments", "watch"),
+        ("specdeploy.io", "speculativedeployments/status", "patch"),
+        ("", "services", "patch"),
+    } <= used
+    allowed = {(group, resource, verb) for group, resource, verbs in RULES for verb in verbs}
+    assert used <= allowed, f"not granted: {sorted(used - allowed)}"
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    binary = REPO_ROOT / ".ci" / "bin" / "helm"
+    if not binary.exists():
+        pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
+    home = tmp_path_factory.mktemp("helm-home")
+    with pytest.MonkeyPatch.context() as patch:
+        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+            patch.setenv(var, str(home / var.lower()))
+        yield [str(binary)]
+
+
+def helm_run(helm: list[str], *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
+    chart = str(REPO_ROOT / "charts" / "specdeploy-operator")
+    helm_run(helm, "lint", "--strict", chart)
+    namespaced = [
+        d
+        for d in yaml.safe_load_all(
+            helm_run(helm, "template", "t", chart, "--set", "watchNamespaces={a,b}")
+        )
+        if d
+    ]
+    assert sorted((d["kind"], d["metadata"].get("namespace")) for d in namespaced if d["kind"].startswith("Role")) == [
+        ("Role", "a"), ("Role", "b"), ("RoleBinding", "a"), ("RoleBinding", "b"),
+    ]  # fmt: skip
+    [deployment] = [d for d in namespaced if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--namespace=a",
+        "--namespace=b",
+    ]
+    clusterwide = [
+        d
+        for d in yaml.safe_load_all(
+            helm_run(helm, "template", "t", chart, "--set", "allNamespaces=true")
+        )
+        if d
+    ]
+    assert {d["kind"] for d in clusterwide} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    }
+
+
+def test_the_chart_grants_exactly_the_operators_rules(helm: list[str]) -> None:
+    rendered = helm_run(helm, "template", "t", str(REPO_ROOT / "charts" / "specdeploy-operator"))
+    [role] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"]
+    granted = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    declared = {(g, r, v) for g, r, verbs in RULES for v in verbs}
+    assert granted == declared
+
+
+def test_every_rule_is_needed() -> None:
+    """Each granted resource is one the operator reads, applies or watches (objects.KINDS and the
+    loop): no wildcard, no delete (garbage collection deletes), no secrets."""
+    from orchestrator.operator.objects import KINDS
+
+    applied = {(_group(k.api_version), _plural(k.kind)) for k in KINDS}
+    for group, name, verbs in RULES:
+        assert "*" not in verbs and "*" not in name and "delete" not in verbs
+        if verbs == ("get", "patch"):
+            assert (group, name) in applied
+    assert {(_group(k.api_version), _plural(k.kind)) for k in KINDS} <= {
+        (g, r) for g, r, _ in RULES
+    }
+
+
+def add_pods(api: FakeCluster) -> None:
+    """What the kubelet would report for the twins' pods: ready, at their loopback addresses."""
+    for variant, host in HOSTS.items():
+        name = NAME if variant == "speculative" else f"{NAME}-baseline"
+        labels = {
+            "specdeploy.io/profile": NAME,
+            "specdeploy.io/variant": variant,
+            "app.kubernetes.io/instance": name,
+        }
+        api.put(
+            "api/v1",
+            "pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-0", "labels": labels},
+                "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
+                "status": {
+                    "podIP": host,
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            },
+            manager="kubelet",
+        )
+
+
+def selector(api: FakeCluster) -> str | None:
+    front = api.get("api/v1", "services", "default", f"{NAME}-front")
+    return None if front is None else front["spec"]["selector"].get("specdeploy.io/variant")
+
+
+def requests_as_rbac(api: FakeCluster) -> set[tuple[str, str, str]]:
+    """(api group, resource, verb) of each request the operator made (discovery excluded)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.operator.fake_api import _PATH
+
+    used = set()
+    for method, path, _ in api.requests:  # the test itself writes to the store, not over HTTP
+        parts = urlsplit(path)
+        match = _PATH.match(parts.path)
+        if match is None:
+            continue
+        group = "" if match["gv"] == "api/v1" else match["gv"].split("/")[1]
+        resource = match["plural"] + (f"/{match['sub']}" if match["sub"] else "")
+        query = parse_qs(parts.query)
+        verb = {
+            "GET": "get",
+            "PATCH": "patch",
+            "POST": "create",
+            "DELETE": "delete",
+            "PUT": "update",
+        }[method]
+        if method == "GET" and not match["name"]:
+            verb = "watch" if query.get("watch") == ["true"] else "list"
+        used.add((group, resource, verb))
+    return used
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def _plural(kind: str) -> str:
+    return {"PersistentVolumeClaim": "persistentvolumeclaims"}.get(kind, kind.lower() + "s")
+
+
+def _free_port_on_both() -> int:
+    for _ in range(20):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.2", 0))
+            port: int = probe.getsockname()[1]
+        with socket.socket() as other:
+            try:
+                other.bind(("127.0.0.3", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no port free on both 127.0.0.2 and 127.0.0.3")

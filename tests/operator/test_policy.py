@@ -1,0 +1,247 @@
+"""The control loop's decisions on synthetic measurements: hysteresis, dwell, smoothing,
+exploring an unmeasured twin, retune from per-position acceptance."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from orchestrator.engines.metrics import Acceptance, Serving
+from orchestrator.operator.policy import (
+    Memory,
+    Observation,
+    load_level,
+    proposed_length,
+    step,
+)
+from orchestrator.profile.schema import PolicySpec, RetuneSpec
+
+INTERVAL = 10.0
+SWITCH = PolicySpec(mode="switch", dwell_seconds=60, hysteresis=0.1, smoothing=1.0, min_requests=2)
+
+
+def serving(tpot_ms: float | None, load: float = 1.0, finished: float = 5) -> Serving:
+    """A twin that finished `finished` requests at `load` requests in the server."""
+    tpot = None if tpot_ms is None else tpot_ms / 1000
+    return Serving(tpot, finished, busy_s=load * INTERVAL, running=load, waiting=0.0)
+
+
+def obs(
+    at: float, spec: Serving | None, base: Serving | None, accepted: Acceptance | None = None
+) -> Observation:
+    return Observation(at, INTERVAL, spec, base, accepted)
+
+
+def run(
+    policy: PolicySpec,
+    rounds: list[tuple[Serving | None, Serving | None]],
+    memory: Memory | None = None,
+    k: int = 4,
+) -> list[Any]:
+    """Feed one observation per interval; the decisions, in order."""
+    memory = memory or Memory()
+    decisions = []
+    for i, (spec, base) in enumerate(rounds):
+        memory, decision = step(policy, memory, obs(100.0 + i * INTERVAL, spec, base), k)
+        decisions.append(decision)
+    return decisions
+
+
+class TestLoadLevel:
+    @pytest.mark.parametrize(
+        ("load", "level"),
+        [
+            (0.3, "1"),
+            (1.0, "1"),
+            (1.6, "2"),
+            (3.0, "3-4"),
+            (4.0, "3-4"),
+            (7.9, "5-8"),
+            (12, "9-16"),
+        ],
+    )
+    def test_levels_double(self, load: float, level: str) -> None:
+        assert load_level(serving(10, load=load), INTERVAL) == level
+
+    def test_a_twin_that_finished_nothing_has_no_level(self) -> None:
+        assert load_level(serving(10, finished=0), INTERVAL) is None
+        assert load_level(None, INTERVAL) is None
+
+
+class TestSwitch:
+    def test_moves_to_the_baseline_when_it_is_faster_at_this_load(self) -> None:
+        [decision] = run(SWITCH, [(serving(40, load=8), serving(25, load=8))])
+        assert decision.action == "switch" and decision.active == "baseline"
+        assert decision.reason == "BaselineWins"
+        assert decision.evidence["speculative"]["tpotMs"] == 40.0
+        assert decision.evidence["baseline"]["tpotMs"] == 25.0
+        assert decision.evidence["load"] == "5-8" and decision.evidence["tpotRatio"] == 0.625
+        assert "25.0 ms" in decision.message and "40.0 ms" in decision.message
+
+    def test_stays_while_speculation_wins(self) -> None:
+        [decision] = run(SWITCH, [(serving(20), serving(30))])
+        assert decision.action == "hold" and decision.reason == "Winning"
+
+    def test_hysteresis_keeps_a_small_difference_from_moving_traffic(self) -> None:
+        # baseline 5 % faster: inside the 10 % band
+        [decision] = run(SWITCH, [(serving(20), serving(19))])
+        assert decision.action == "hold" and decision.reason == "WithinHysteresis"
+
+    def test_no_more_than_one_switch_per_dwell_time_however_the_figures_flap(self) -> None:
+        flapping = [(serving(40), serving(20)), (serving(20), serving(40))] * 10
+        decisions = run(SWITCH, flapping)
+        switches = [100.0 + i * INTERVAL for i, d in enumerate(decisions) if d.action == "switch"]
+        assert len(switches) >= 2  # it does follow the evidence ...
+        gaps = [b - a for a, b in itertools.pairwise(switches)]
+        assert all(gap >= SWITCH.dwell_seconds for gap in gaps)  # ... but never faster than dwell
+        assert any(d.reason == "Dwelling" for d in decisions)
+
+    def test_comes_back_when_load_falls(self) -> None:
+        high = [(serving(40, load=8), serving(25, load=8))]
+        low = [(serving(15, load=1), serving(30, load=1))] * 7
+        decisions = run(SWITCH, high + low)
+        assert decisions[0].active == "baseline"
+        back = next(
+            i for i, d in enumerate(decisions) if d.action == "switch" and d.active == "speculative"
+        )
+        assert back * INTERVAL >= SWITCH.dwell_seconds
+        assert decisions[back].reason == "SpeculationWins"
+
+    def test_smoothing_lets_one_noisy_interval_pass(self) -> None:
+        smooth = PolicySpec(mode="switch", dwell_seconds=10, hysteresis=0.1, smoothing=0.3)
+        steady = [(serving(20), serving(30))] * 3
+        spike = [(serving(60), serving(30))]  # one slow interval of the speculative twin
+        decisions = run(smooth, steady + spike)
+        assert all(d.action == "hold" for d in decisions)
+        # 0.3 * 60 + 0.7 * 20 = 32 ms against 30: within the band
+        assert decisions[-1].evidence["speculative"]["smoothedTpotMs"] == pytest.approx(32.0)
+        unsmoothed = run(PolicySpec(mode="switch", dwell_seconds=10, smoothing=1.0), steady + spike)
+        assert unsmoothed[-1].action == "switch"
+
+    def test_compares_only_at_the_same_load_level(self) -> None:
+        # both timed at load 1 (mirror); then the speculative twin serves load 8 alone
+        mirror_low = [(serving(20, load=1), serving(25, load=1))]
+        alone_high = [(serving(60, load=8), serving(None, finished=0))]
+        decisions = run(SWITCH, mirror_low + alone_high)
+        assert decisions[-1].action == "hold" and decisions[-1].reason == "NoEvidence"
+        assert "load 5-8" in decisions[-1].message
+
+    def test_both_twins_are_filed_under_the_intervals_load(self) -> None:
+        # time-sliced mirror: each twin busy half the interval, one a little more
+        [decision] = run(SWITCH, [(serving(40, load=2.6), serving(20, load=3.4))])
+        assert decision.evidence["load"] == "3-4" and decision.action == "switch"
+
+    def test_tries_a_twin_never_timed_at_this_load_only_when_it_gets_no_traffic(self) -> None:
+        # without a mirror the idle twin finishes nothing; after a few intervals alone, try it
+        alone = [(serving(40, load=8), None)] * 4
+        decisions = run(SWITCH, alone)
+        assert [d.reason for d in decisions[:2]] == ["NoEvidence", "NoEvidence"]
+        assert decisions[2].action == "switch" and decisions[2].reason == "Exploring"
+
+    def test_too_few_finished_requests_decide_nothing(self) -> None:
+        [decision] = run(SWITCH, [(serving(40, finished=1), serving(20, finished=1))])
+        assert decision.action == "hold" and decision.reason == "NoEvidence"
+
+    def test_idle_deployment_holds(self) -> None:
+        [decision] = run(SWITCH, [(serving(None, finished=0), serving(None, finished=0))])
+        assert decision.reason == "Idle"
+
+    def test_static_never_moves(self) -> None:
+        decisions = run(PolicySpec(mode="static"), [(serving(40), serving(10))] * 3)
+        assert {d.action for d in decisions} == {"hold"} and decisions[0].reason == "Static"
+
+
+def accepted(
+    *positions: float, length: float | None = None, last_batch: bool = False
+) -> Acceptance:
+    mean = length if length is not None else 1 + sum(positions)
+    return Acceptance(
+        "vllm",
+        sum(positions) / len(positions),
+        mean,
+        per_position=positions or None,
+        last_batch=last_batch,
+    )
+
+
+RETUNE = PolicySpec(
+    mode="retune",
+    dwell_seconds=60,
+    smoothing=1.0,
+    retune=RetuneSpec(lower_below=0.3, raise_above=0.8),
+)
+
+
+def retune(rounds: list[Acceptance], k: int = 4, policy: PolicySpec = RETUNE) -> list[Any]:
+    memory, decisions = Memory(), []
+    for i, acceptance in enumerate(rounds):
+        memory, decision = step(
+            policy, memory, obs(100.0 + i * INTERVAL, serving(20), None, acceptance), k
+        )
+        decisions.append(decision)
+    return decisions
+
+
+class TestRetune:
+    def test_lowers_to_the_positions_still_accepted_often_enough(self) -> None:
+        [decision] = retune([accepted(0.69, 0.36, 0.22, 0.18)])
+        assert decision.action == "retune" and decision.num_speculative_tokens == 2
+        assert "4 -> 2" in decision.message and "0.69, 0.36, 0.22, 0.18" in decision.message
+
+    def test_raises_by_one_while_the_deepest_position_is_accepted(self) -> None:
+        [decision] = retune([accepted(0.98, 0.95, 0.9)], k=3)
+        assert decision.action == "retune" and decision.num_speculative_tokens == 4
+
+    def test_keeps_a_length_that_fits(self) -> None:
+        [decision] = retune([accepted(0.9, 0.7, 0.5, 0.4)])
+        assert decision.action == "hold" and decision.reason == "Tuned"
+
+    def test_waits_for_measurements_of_the_new_length_and_the_dwell_time(self) -> None:
+        low = accepted(0.6, 0.2, 0.1, 0.05)
+        decisions = retune([low, low, accepted(0.6, 0.2), accepted(0.9, 0.85)], k=4)
+        assert decisions[0].num_speculative_tokens == 1 and decisions[0].action == "retune"
+        # the old length's figures do not count for the new one
+        assert decisions[1].action == "hold" and decisions[1].reason == "NoEvidence"
+        assert decisions[3].reason == "NoEvidence"  # two positions measured, length is 1
+
+    def test_never_below_min_tokens(self) -> None:
+        policy = PolicySpec(mode="retune", retune=RetuneSpec(min_tokens=2))
+        assert proposed_length((0.1, 0.05, 0.01), policy) == 2
+
+    def test_never_above_max_tokens(self) -> None:
+        policy = PolicySpec(mode="retune", retune=RetuneSpec(max_tokens=3))
+        assert proposed_length((0.99, 0.98, 0.97), policy) == 3
+
+    def test_last_batch_gauges_are_smoothed(self) -> None:
+        policy = PolicySpec(mode="switch", smoothing=0.5)
+        memory = Memory()
+        for length in (3.0, 1.0):  # SGLang's spec_accept_length of two batches
+            gauge = Acceptance("sglang", None, length, last_batch=True)
+            memory, _ = step(policy, memory, obs(100, serving(20), serving(30), gauge), 4)
+        assert memory.acceptance_length == pytest.approx(2.0)
+
+
+class TestMemory:
+    def test_round_trips_through_status(self) -> None:
+        decisions_memory = Memory(
+            active="baseline",
+            changed_at=5.0,
+            tpot={"baseline": {"1": (0.02, 5.0)}},
+            per_position=(0.5,),
+            num_speculative_tokens=2,
+        )
+        assert Memory.from_status(decisions_memory.to_status()) == decisions_memory
+
+    @pytest.mark.parametrize(
+        "garbage", [None, "x", {"tpot": {"baseline": {"1": "no"}}}, {"active": "sideways"}]
+    )
+    def test_garbage_in_status_starts_afresh(self, garbage: Any) -> None:
+        assert Memory.from_status(garbage).active == "speculative"
+
+    def test_old_measurements_are_forgotten(self) -> None:
+        policy = PolicySpec(mode="switch", dwell_seconds=10)
+        memory, _ = step(policy, Memory(), obs(0.0, serving(20), serving(30)), 4)
+        memory, _ = step(policy, memory, obs(1000.0, None, None), 4)
+        assert memory.tpot == {"speculative": {}, "baseline": {}}
