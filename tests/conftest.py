@@ -19,14 +19,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--run-cluster", action="store_true", help="run tests marked cluster (needs a kube context)"
     )
+    parser.addoption(
+        "--run-scenarios",
+        action="store_true",
+        help="run tests marked scenario: minutes-long real-vLLM scenarios (the operator's loop, "
+        "the layered test bed's benchmark), kept out of the default run",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--run-cluster"):
-        skip = pytest.mark.skip(reason="needs --run-cluster (a real Kubernetes context)")
+    opt_in = {
+        "cluster": ("--run-cluster", "needs --run-cluster (a real Kubernetes context)"),
+        "scenario": ("--run-scenarios", "a minutes-long real-vLLM scenario: --run-scenarios"),
+    }
+    for marker, (option, reason) in opt_in.items():
+        if config.getoption(option):
+            continue
         for item in items:
-            if "cluster" in item.keywords:
-                item.add_marker(skip)
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ from tests.support import REPO_ROOT
 NUMBER = r"-?\d+(?:\.\d+)?"
 
 
-def run(script: str, *args: str) -> str:
+def run(script: str, *args: str, timeout: float = 120) -> str:
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         cwd=REPO_ROOT,
         check=False,
     )
@@ -31,9 +31,12 @@ def run(script: str, *args: str) -> str:
 
 def test_every_script_has_a_smoke_test() -> None:
     scripts = {p.name for p in (REPO_ROOT / "benchmarks").glob("*.py")}
-    assert scripts == {"bench_client.py", "cli_startup.py", "memory_accuracy.py"}, (
-        "a new benchmark script needs its smoke test here"
-    )
+    assert scripts == {
+        "bench_client.py",
+        "cli_startup.py",
+        "layered_testbed.py",
+        "memory_accuracy.py",
+    }, "a new benchmark script needs its smoke test here"
 
 
 def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
@@ -60,3 +63,19 @@ def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
 def test_script_prints_its_ratio(script: str, args: tuple[str, ...], pattern: str) -> None:
     out = run(script, *args)
     assert re.search(pattern, out, re.M), out
+
+
+def test_layered_testbed_parses_its_options() -> None:
+    # Its measurement starts three vLLM servers (minutes): that run is the scenario below; here
+    # the script must at least import and read its options.
+    assert "--concurrency" in run("layered_testbed.py", "--help")
+
+
+@pytest.mark.e2e
+@pytest.mark.scenario
+def test_layered_testbed_prints_speedups_against_its_baseline() -> None:
+    out = run(
+        "layered_testbed.py", "--concurrency", "1", "--requests", "4", "--max-tokens", "16",
+        timeout=1200,
+    )  # fmt: skip
+    assert re.search(r"speedup", out, re.I), out

@@ -42,7 +42,7 @@ from tests.operator.fake_api import ApiServer, FakeCluster
 from tests.operator.test_loop import HOSTS, _free_port_on_both, add_pods, selector
 from tests.support import REPO_ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.scenario]
 
 K = 4
 MAX_TOKENS = 24
