@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field
-from orchestrator.engines.native import NativeSupport, native_support
+
+if TYPE_CHECKING:
+    from orchestrator.engines.native import NativeSupport
 
 
 @rule(
@@ -29,6 +33,8 @@ def remote_code_is_trusted(ctx: CompatContext) -> list[Finding]:
     for field, info in (("target.model", ctx.target), ("proposer.model", ctx.draft)):
         if info is None or not info.custom_code:
             continue
+        from orchestrator.engines.native import native_support  # only for shipped model code
+
         native = native_support(
             ctx.engine, ctx.profile.engine.version, info.model_type, info.architectures
         )

@@ -15,7 +15,7 @@ from orchestrator.engines import ENGINES
 from orchestrator.engines.base import EngineLaunch, LaunchSpec
 from orchestrator.engines.capabilities import EngineRelease, release_for
 from orchestrator.errors import OrchestratorError, ProfileError
-from orchestrator.manifests.context import build_manifest_set
+from orchestrator.manifests.commands import topology
 from orchestrator.memory.budget import MemoryEstimate, engine_memory_fraction, estimate_memory
 from orchestrator.plan.resolver import CheckpointSource, LocalCheckpoints
 from orchestrator.plan.types import (
@@ -74,7 +74,7 @@ def plan_profile(
     try:
         launches = build_launches(profile, release, target, memory, target_location, draft_location)
         inputs = ManifestInputs(profile, launches, target, draft, target_location, draft_location)
-        manifests = build_manifest_set(inputs)
+        topology(profile)  # what the manifest set would refuse; the set itself is built lazily
     except OrchestratorError as exc:
         stage = Finding(
             exc.rule or STAGE_RULE, "error", exc.what, exc.why, exc.fix, field=exc.field
@@ -100,7 +100,7 @@ def plan_profile(
         target_location=target_location,
         draft_location=draft_location,
         launches=launches,
-        manifests=manifests,
+        manifest_inputs=inputs,
     )
 
 

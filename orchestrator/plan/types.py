@@ -8,6 +8,7 @@ resolved to, so `validate`, `plan` and `render` report the same thing from the s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -102,7 +103,17 @@ class DeploymentPlan(_Outcome):
     target_location: ModelLocation
     draft_location: ModelLocation | None
     launches: Launches
-    manifests: ManifestSet
+    manifest_inputs: ManifestInputs
+
+    @cached_property
+    def manifests(self) -> ManifestSet:
+        """Every object of the plan (and the Helm chart's values), built on first use from the
+        plan's own inputs: `validate` never needs them, and building them (with the module that
+        describes them) costs each start about 8 ms. What could refuse them, a topology the
+        workload cannot run, is checked when the plan is made."""
+        from orchestrator.manifests.context import build_manifest_set
+
+        return build_manifest_set(self.manifest_inputs)
 
     @property
     def launch(self) -> EngineLaunch:
