@@ -7,7 +7,6 @@ import re
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.compatibility.unchecked import at_field
-from orchestrator.redaction import USERINFO, find_token, secret_flag_value
 
 _WHY = (
     "render writes it in plain text to launch.json, the Deployment's container args and the "
@@ -53,6 +52,8 @@ def no_secret_in_args(ctx: CompatContext) -> list[Finding]:
 
 
 def _credential_in_arg(args: tuple[str, ...], index: int) -> str | None:
+    from orchestrator.redaction import find_token, secret_flag_value  # only when args are set
+
     value = secret_flag_value(args, index)
     if value is not None:
         return f"the value of {args[index].split('=', 1)[0]}"
@@ -63,6 +64,8 @@ def _credential_in_arg(args: tuple[str, ...], index: int) -> str | None:
 
 
 def _credential_in_image(image: str) -> str | None:
+    from orchestrator.redaction import USERINFO, find_token  # only when engine.image is set
+
     if "@" in _DIGEST.sub("", image) and USERINFO.search(image):
         return "a user name and password (user:password@registry)"
     token = find_token(image)

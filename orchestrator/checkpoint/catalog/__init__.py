@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from orchestrator.checkpoint.catalog.entries import (
@@ -61,8 +62,15 @@ def answering_catalog(info: CheckpointInfo) -> CatalogKind | None:
 
 
 def catalog_entry(model: str) -> CatalogEntry | None:
-    """The built-in catalog's entry for `model` (hub id or alias, case-insensitive), or None."""
-    found = _index().get(model.lower())
+    """The built-in catalog's entry for `model` (hub id or alias, case-insensitive), or None.
+    The family files whose name the id contains are read first (`validate` of a Qwen3 pair reads
+    qwen3.json only); every file is read when they do not hold it."""
+    wanted = model.lower()
+    for path in _family_files(wanted):
+        found = _file_index(path).get(wanted)
+        if found is not None:
+            return _parse(*found)
+    found = _index().get(wanted)
     return _parse(*found) if found is not None else None
 
 
@@ -103,14 +111,39 @@ def _index() -> dict[str, RawEntry]:
 
 @functools.cache
 def _raw_entries() -> tuple[RawEntry, ...]:
-    directory = package_file(__name__, "models")
     entries: list[RawEntry] = []
-    for path in sorted(directory.glob("*.json")):
-        document = cast(dict[str, Any], json.loads(path.read_text("utf-8")))
-        location = f"models/{path.name}"
-        models = cast(dict[str, dict[str, Any]], document["models"])
-        entries.extend((model, data, location) for model, data in models.items())
+    for path in _model_files():
+        entries.extend(_file_entries(path))
     return tuple(entries)
+
+
+@functools.cache
+def _model_files() -> tuple[Path, ...]:
+    return tuple(sorted(package_file(__name__, "models").glob("*.json")))
+
+
+def _family_files(model: str) -> list[Path]:
+    """The model files whose family name (file stem) `model` contains, most specific first."""
+    name = model.rsplit("/", 1)[-1]
+    matching = [path for path in _model_files() if path.stem in name]
+    return sorted(matching, key=lambda path: -len(path.stem))
+
+
+@functools.cache
+def _file_entries(path: Path) -> tuple[RawEntry, ...]:
+    document = cast(dict[str, Any], json.loads(path.read_text("utf-8")))
+    location = f"models/{path.name}"
+    models = cast(dict[str, dict[str, Any]], document["models"])
+    return tuple((model, data, location) for model, data in models.items())
+
+
+@functools.cache
+def _file_index(path: Path) -> dict[str, RawEntry]:
+    index: dict[str, RawEntry] = {}
+    for raw in _file_entries(path):
+        for name in (raw[0], *raw[1].get("aliases", ())):
+            index.setdefault(str(name).lower(), raw)
+    return index
 
 
 @functools.cache

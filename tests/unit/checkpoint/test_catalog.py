@@ -226,6 +226,17 @@ def test_every_hub_model_in_the_example_profiles_is_in_the_catalog() -> None:
                 assert catalog_info(model) is not None, f"{path.name}: {model}"
 
 
+def test_the_family_file_shortcut_finds_what_the_whole_index_finds() -> None:
+    # catalog_entry reads the family files whose name a model id contains first; for every id
+    # and alias that must give the entry the full index gives.
+    from orchestrator.checkpoint.catalog import _index
+
+    for name, (model, _, location) in _index().items():
+        entry = catalog_entry(name)
+        assert entry is not None and entry.model == model, name
+        assert entry.location == location, name
+
+
 def test_lookup_by_alias_or_case_keeps_the_profile_spelling() -> None:
     info = catalog_info("META-LLAMA/Meta-Llama-3.1-8B-Instruct")
     assert info is not None and info.ref == "META-LLAMA/Meta-Llama-3.1-8B-Instruct"
@@ -252,9 +263,10 @@ def test_unknown_models_are_not_in_the_catalog() -> None:
 def test_the_catalog_is_read_only_when_resolution_reaches_it() -> None:
     code = (
         "import orchestrator.checkpoint.resolution, orchestrator.checkpoint.catalog as c;"
-        "assert c._raw_entries.cache_info().currsize == 0;"
+        "assert c._file_entries.cache_info().currsize == 0;"
         "c.catalog_info('Qwen/Qwen3-8B');"
-        "assert c._raw_entries.cache_info().currsize == 1"
+        "assert c._file_entries.cache_info().currsize == 1;"  # qwen3.json alone
+        "assert c._raw_entries.cache_info().currsize == 0"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
     assert package_file("orchestrator.checkpoint.catalog", "models") == MODELS_DIR
