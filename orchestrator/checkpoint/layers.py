@@ -29,6 +29,15 @@ from typing import Any, Final
 from orchestrator.checkpoint import files
 from orchestrator.checkpoint.info import RecurrentState
 
+#: The Gated-DeltaNet layout Qwen3-Next and Qwen3.5 share (their config classes' defaults).
+_GATED_DELTANET: Final[Mapping[str, Any]] = {
+    "full_attention_interval": 4,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+}
 #: model_type -> the class defaults of the keys specdeploy reads, for keys config.json omits.
 #: Only families whose configs are known to omit them (nested text configs, and Gemma's tied
 #: embeddings, which equal the base default and so are never written).
@@ -63,34 +72,9 @@ CLASS_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "num_experts_per_tok": 1,
         "tie_word_embeddings": False,
     },
-    "qwen3_next": {
-        "full_attention_interval": 4,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 32,
-    },
-    "qwen3_5_text": {
-        "full_attention_interval": 4,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 32,
-        "vocab_size": 248320,
-        "tie_word_embeddings": False,
-    },
-    "qwen3_5_moe_text": {
-        "full_attention_interval": 4,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 32,
-        "vocab_size": 248320,
-        "tie_word_embeddings": False,
-    },
+    "qwen3_next": _GATED_DELTANET,
+    "qwen3_5_text": {**_GATED_DELTANET, "vocab_size": 248320, "tie_word_embeddings": False},
+    "qwen3_5_moe_text": {**_GATED_DELTANET, "vocab_size": 248320, "tie_word_embeddings": False},
     "nemotron_h": {
         "ssm_state_size": 128,
         "mamba_num_heads": 128,
