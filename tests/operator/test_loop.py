@@ -106,7 +106,13 @@ def test_switch_moves_the_front_service_and_says_why(
     twins["speculative"].tpot_s = 0.050  # above the crossover
     for twin in twins.values():
         twin.load = 6.0
-    wait_for("traffic on the baseline", lambda: selector(api) == "baseline", operator, timeout=30)
+    # The Service is patched before the status records the decision: wait for both.
+    wait_for(
+        "traffic on the baseline, and its decision recorded",
+        lambda: selector(api) == "baseline" and len(status_of(api).get("decisions", [])) == 1,
+        operator,
+        timeout=30,
+    )
     status = status_of(api)
     [decision] = status["decisions"]
     assert decision["reason"] == "BaselineWins" and decision["evidence"]["load"] == "5-8"
@@ -126,8 +132,8 @@ def test_switch_moves_the_front_service_and_says_why(
     for twin in twins.values():
         twin.load = 1.0
     wait_for(
-        "traffic back on the speculative twin",
-        lambda: selector(api) == "speculative",
+        "traffic back on the speculative twin, and its decision recorded",
+        lambda: selector(api) == "speculative" and len(status_of(api).get("decisions", [])) == 2,
         operator,
         timeout=30,
     )
