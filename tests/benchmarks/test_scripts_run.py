@@ -78,4 +78,6 @@ def test_layered_testbed_prints_speedups_against_its_baseline() -> None:
         "layered_testbed.py", "--concurrency", "1", "--requests", "4", "--max-tokens", "16",
         timeout=1200,
     )  # fmt: skip
-    assert re.search(r"speedup", out, re.I), out
+    for draft in ("exact draft", "noisy draft"):  # each against the baseline measured with it
+        line = rf"^{draft}: acceptance length {NUMBER} of \d+; speedup c=1: {NUMBER}x "
+        assert re.search(line + rf"\(tpot {NUMBER}x\)", out, re.M), out
