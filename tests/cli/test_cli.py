@@ -264,3 +264,16 @@ def test_validate_loads_no_client_sdk_or_template_engine() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_the_collector_runs_again_once_a_command_is_loaded() -> None:
+    # The CLI pauses the cyclic collector while it imports a command's module (start-up); a
+    # long-running command (bench, operator) must then collect as usual, or cycles would pile up.
+    code = (
+        "import gc, sys\nfrom orchestrator.cli import cli\n"
+        "assert gc.isenabled()\n"
+        "command = cli.get_command(None, 'bench')\n"
+        "print(command is not None, gc.isenabled(), gc.get_freeze_count() > 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"], out.stdout + out.stderr
