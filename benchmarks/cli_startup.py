@@ -2,7 +2,9 @@
 `python -c "import pydantic, yaml, jinja2, click"`, measured in the same run, reported as a ratio.
 
 Run: python benchmarks/cli_startup.py [--runs N] [--profile PATH]
-Target (issue 2): ratio <= 1.5. Heavy SDKs (kubernetes, docker, huggingface_hub, httpx,
+Target (issue 15, restating issue 2's): validate within 1.2x the pydantic floor below. Issue 2's
+1.5x of the bare imports is out of reach for any pydantic CLI (the floor alone is about 1.5x), so
+that ratio is printed for context only. Heavy SDKs (kubernetes, docker, huggingface_hub, httpx,
 matplotlib) must be imported only where they are used.
 
 The same run also times the floor of any CLI that validates its input with a pydantic model: the
@@ -23,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = [sys.executable, "-c", "import pydantic, yaml, jinja2, click"]
 # The least a CLI validating a pydantic model pays: BASELINE plus one model defined and validated
-# (plugin discovery off, as specdeploy runs it). For context; the target is against BASELINE.
+# (plugin discovery off, as specdeploy runs it). The target is against this floor.
 PYDANTIC_FLOOR = [
     sys.executable,
     "-c",
@@ -91,8 +93,8 @@ def main() -> None:
     print(f"bare imports (median):       {m_base * 1000:7.1f} ms")
     print(f"pydantic floor (median):     {m_floor * 1000:7.1f} ms  ({m_floor / m_base:.2f}x bare)")
     print(f"specdeploy validate (median): {m_ours * 1000:7.1f} ms")
-    print(f"ratio:                       {m_ours / m_base:7.2f}x  (target <= 1.5x)")
-    print(f"ratio to the pydantic floor: {m_ours / m_floor:7.2f}x")
+    print(f"ratio to the bare imports:   {m_ours / m_base:7.2f}x")
+    print(f"ratio to the pydantic floor: {m_ours / m_floor:7.2f}x  (target <= 1.2x)")
     print(f"specdeploy's own cost:       {(m_ours - m_floor) * 1000:7.1f} ms above the floor")
     # The fastest run is the least disturbed one (timeit's advice); shown to judge the noise.
     b_ours, b_base, b_floor = min(ours), min(base), min(floor)

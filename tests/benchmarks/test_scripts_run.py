@@ -56,7 +56,7 @@ def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
 @pytest.mark.parametrize(
     ("script", "args", "pattern"),
     [
-        ("cli_startup.py", ("--runs", "1"), rf"^ratio: +{NUMBER}x"),
+        ("cli_startup.py", ("--runs", "1"), rf"^ratio to the pydantic floor: +{NUMBER}x"),
         ("memory_accuracy.py", (), rf"^kv-formula: n=\d+ median {NUMBER}% max {NUMBER}%"),
     ],
 )
