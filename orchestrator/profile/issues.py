@@ -18,6 +18,7 @@ class ProfileIssue:
     column: int | None
     message: str
     fix: str = ""  # the fix when the message alone does not imply it
+    why: str = ""  # why it is refused, when that is more than "it could not be read"
 
     def where(self, file: str) -> str:
         if self.line is None:
@@ -35,7 +36,7 @@ class ProfileInvalid(ProfileError):
         what = "\n".join(f"{i.where(file)}: {i.path or '(top)'}: {i.message}" for i in issues)
         super().__init__(
             what,
-            why="specdeploy renders nothing from a profile it cannot read exactly",
+            why=first.why or "specdeploy renders nothing from a profile it cannot read exactly",
             fix=fix_for(first),
         )
 

@@ -14,7 +14,12 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.profile.issues import Loc, ProfileInvalid, ProfileIssue, dotted
 from orchestrator.profile.safe_yaml import MAX_DEPTH, MAX_VALUES, load_yaml
-from orchestrator.profile.schema import FIELD_ERROR, Profile
+from orchestrator.profile.schema import (
+    FIELD_ERROR,
+    METHOD_SPELLINGS,
+    UNMODELLED_METHODS,
+    Profile,
+)
 from orchestrator.untrusted_files import UnreadableFile, read_regular_file
 
 __all__ = [
@@ -83,8 +88,47 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
         if err["type"] == FIELD_ERROR:  # a cross-field check names the field it is about
             loc = (*loc, *str(err["ctx"]["field"]).split("."))
         line, col = _nearest_mark(loc, marks)
+        unmodelled = _unmodelled_method(err, loc)
+        if unmodelled is not None:
+            issues.append(ProfileIssue(dotted(loc), line, col, *unmodelled))
+            continue
         issues.append(ProfileIssue(dotted(loc), line, col, _message(err, loc)))
     return issues
+
+
+def _unmodelled_method(err: Any, loc: Loc) -> tuple[str, str, str] | None:
+    """(message, fix, why) for an engine's speculative method specdeploy spells otherwise or has
+    no rules for."""
+    value = err.get("input")
+    if (
+        err["type"] != "literal_error"
+        or loc != ("proposer", "method")
+        or not isinstance(value, str)
+    ):
+        return None
+    name = value.strip().lower()
+    checked = err.get("ctx", {}).get("expected", "")
+    if name in METHOD_SPELLINGS:
+        ours = METHOD_SPELLINGS[name]
+        return (
+            f"{_shown(value)} is an engine's name for {ours}",
+            f"set `proposer.method: {ours}`",
+            "",
+        )
+    if name not in UNMODELLED_METHODS:
+        return None
+    what, closest = UNMODELLED_METHODS[name]
+    alternative = (
+        f"use `proposer.method: {closest}`, the nearest method specdeploy checks"
+        if closest
+        else "pick a method specdeploy checks (`specdeploy suggest MODEL` proposes one)"
+    )
+    return (
+        f"{_shown(value)} is {what}; specdeploy checks {checked}",
+        f"{alternative}, or deploy {value} without specdeploy",
+        f"specdeploy has no pairing, memory or flag rules for {value} yet, and refuses rather "
+        "than pass a launch it cannot check",
+    )
 
 
 def _yaml_loc(loc: Loc) -> Loc:

@@ -31,6 +31,33 @@ Device = Literal["gpu", "cpu"]
 KvCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
+#: Speculative methods an engine release implements that specdeploy has no rules for yet (no
+#: pairing, memory or flag model): a profile naming one is refused at load with what the method
+#: is, rather than with a bare "not one of". From vLLM 0.32.0's `SpeculativeMethod`
+#: (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L67-L83) and
+#: SGLang 0.5.23's `SpeculativeAlgorithm`
+#: (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/spec_info.py#L32-L47).
+UNMODELLED_METHODS: Final[dict[str, tuple[str, str]]] = {
+    # method: (what it is, the method specdeploy checks that comes closest; "" when none does)
+    "suffix": (
+        "vLLM's suffix decoding (model-free; vLLM also needs the arctic-inference package in the "
+        "image)",
+        "ngram",
+    ),
+    "ngram_gpu": ("vLLM's n-gram lookup on the GPU", "ngram"),
+    "medusa": ("Medusa heads (vLLM)", "eagle3"),
+    "mlp_speculator": ("vLLM's MLP speculator heads", "eagle3"),
+    "dflash": ("DFlash drafters (vLLM, SGLang)", ""),
+    "dspark": ("DSpark drafters (vLLM, SGLang)", ""),
+    "uno": ("SGLang's UNO algorithm", ""),
+    "frozen_kv_mtp": ("SGLang's FROZEN_KV_MTP algorithm", "mtp"),
+    "custom_class": ("a vLLM plugin proposer", ""),
+}
+#: Engine spellings of methods specdeploy names otherwise: SGLang's STANDALONE and NEXTN
+#: (`--speculative-algorithm`; NEXTN is run as EAGLE on the target's MTP layers,
+#: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/spec_info.py#L32-L47).
+METHOD_SPELLINGS: Final[dict[str, str]] = {"standalone": "draft_model", "nextn": "mtp"}
+
 #: Methods that need a separate checkpoint in `proposer.model`.
 METHODS_WITH_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 #: Methods whose proposer lives inside the target (mtp) or needs no weights at all (ngram).

@@ -58,6 +58,30 @@ class TestParseProfile:
         assert "did you mean 'vllm'" in err.what
         assert err.fix == "set `engine.name: vllm`"
 
+    @pytest.mark.parametrize(
+        ("method", "fix"),
+        [
+            ("suffix", "use `proposer.method: ngram`"),  # vLLM's, model-free like ngram
+            ("medusa", "use `proposer.method: eagle3`"),
+            ("dflash", "`specdeploy suggest MODEL`"),
+        ],
+    )
+    def test_an_engine_method_without_rules_is_named_and_refused_with_why(
+        self, method: str, fix: str
+    ) -> None:
+        err = _issues(VALID.replace("method: draft_model", f"method: {method}"))
+        [issue] = err.issues
+        assert (issue.path, issue.line) == ("proposer.method", 11)
+        assert issue.message.startswith(f"'{method}' is ") and "specdeploy checks" in issue.message
+        assert f"no pairing, memory or flag rules for {method}" in err.why
+        assert fix in err.fix and f"or deploy {method} without specdeploy" in err.fix
+
+    @pytest.mark.parametrize(("spelled", "ours"), [("STANDALONE", "draft_model"), ("nextn", "mtp")])
+    def test_an_engines_spelling_of_a_method_points_at_ours(self, spelled: str, ours: str) -> None:
+        err = _issues(VALID.replace("method: draft_model", f"method: {spelled}"))
+        assert f"'{spelled}' is an engine's name for {ours}" in err.what
+        assert err.fix == f"set `proposer.method: {ours}`"
+
     def test_every_problem_is_reported(self) -> None:
         text = VALID.replace("num_speculative_tokens: 5", "num_speculative_tokens: 0\n  revison: x")
         err = _issues(text)
