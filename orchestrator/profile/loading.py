@@ -88,11 +88,8 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
         if err["type"] == FIELD_ERROR:  # a cross-field check names the field it is about
             loc = (*loc, *str(err["ctx"]["field"]).split("."))
         line, col = _nearest_mark(loc, marks)
-        unmodelled = _unmodelled_method(err, loc)
-        if unmodelled is not None:
-            issues.append(ProfileIssue(dotted(loc), line, col, *unmodelled))
-            continue
-        issues.append(ProfileIssue(dotted(loc), line, col, _message(err, loc)))
+        message, fix, why = _unmodelled_method(err, loc) or (_message(err, loc), "", "")
+        issues.append(ProfileIssue(dotted(loc), line, col, message, fix, why))
     return issues
 
 
