@@ -120,3 +120,132 @@ def redact(text: str, known: Iterable[str] | None = None) -> str:
         flags=re.IGNORECASE,
     )
     return USERINFO.sub(lambda m: m.group(0).replace(m.group(2), REDACTED, 1), text)
+
+
+#: A known secret shorter than this is replaced only where it stands alone (not inside a longer
+#: word or number): a 3-character key replaced everywhere would garble every report, and a key
+#: that short cannot be told from ordinary text anyway.
+SHORT_SECRET_LEN: Final = _MIN_SECRET_LEN
+#: The shortest cut-off start of a secret hidden before a truncation mark ("…"): a 3-character
+#: fragment says nothing about a key, and hiding it would garble ordinary cut text.
+_MIN_FRAGMENT: Final = 4
+_TRUNCATED: Final = "…"
+_BACKSLASHED: Final = re.compile(r"([\\`*_\[\]<>|#&])")
+
+
+def _base64_forms(value: str) -> set[str]:
+    """`value` as it appears inside base64 text (standard and URL-safe alphabets), at each of
+    the three byte alignments it can have in a longer encoded string: only the characters that
+    encode its own bytes, so one matches wherever the value was encoded."""
+    import base64
+
+    data = value.encode("utf-8")
+    forms: set[str] = set()
+    for skip in range(3):
+        part = data[skip:]
+        whole = part[: len(part) // 3 * 3]
+        if len(whole) >= 6:
+            encoded = base64.b64encode(whole).decode("ascii")
+            forms |= {encoded, encoded.replace("+", "-").replace("/", "_")}
+    return forms
+
+
+def shown_forms(value: str) -> set[str]:
+    """Every spelling in which `value` can reach specdeploy's output: as is, URL-encoded,
+    base64-encoded, JSON- and repr-escaped, and Markdown-escaped (as reports write server text)."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        _BACKSLASHED.sub(r"\\\1", value),
+    }
+    if len(value) >= SHORT_SECRET_LEN:
+        forms |= _base64_forms(value)
+    return {form for form in forms if form}
+
+
+class Redactor:
+    """Hides a fixed set of secret values (an API key, its "Bearer KEY" header value, a URL's
+    password, ...) in every spelling `shown_forms` knows, in text and in JSON-like data.
+
+    A secret of SHORT_SECRET_LEN characters or more is replaced wherever it occurs, and so is a
+    start of it (at least 4 characters) cut off by a truncation mark "…". A shorter one is
+    replaced only where it stands alone (no letter or digit on either side), so a key "abc"
+    hides "abc" in "key abc." but leaves "abcd" alone."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        long_forms: set[str] = set()
+        short_forms: set[str] = set()
+        for secret in {s for s in secrets if s}:
+            target = long_forms if len(secret) >= SHORT_SECRET_LEN else short_forms
+            target |= shown_forms(secret)
+        self._forms = tuple(sorted(long_forms, key=len, reverse=True))
+        self._short = tuple(
+            re.compile(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])")
+            for form in sorted(short_forms, key=len, reverse=True)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._forms or self._short)
+
+    def __call__(self, text: str) -> str:
+        """`text` with every known secret replaced by [redacted]."""
+        for form in self._forms:
+            text = text.replace(form, REDACTED)
+        for pattern in self._short:
+            text = pattern.sub(REDACTED, text)
+        return self._cut_fragments(text) if _TRUNCATED in text else text
+
+    def _cut_fragments(self, text: str) -> str:
+        """Hide the start of a secret that a truncation cut off just before "…"."""
+        pieces = text.split(_TRUNCATED)
+        for index, piece in enumerate(pieces[:-1]):
+            for form in self._forms:
+                longest = min(len(form) - 1, len(piece))
+                cut = next(
+                    (n for n in range(longest, _MIN_FRAGMENT - 1, -1) if piece.endswith(form[:n])),
+                    0,
+                )
+                if cut:
+                    pieces[index] = piece[:-cut] + REDACTED
+                    break
+        return _TRUNCATED.join(pieces)
+
+    def data(self, value: object) -> object:
+        """`value` (JSON-like: dicts, lists, strings, numbers) with every string redacted,
+        dictionary keys included."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
+
+
+#: Query parameters whose value is a credential in a URL (`?api_key=...`, `?token=...`).
+_SECRET_PARAM: Final = re.compile(r"(?:^|[-_])(?:key|token|secret|password|passwd|sig|signature)$")
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The credentials a URL carries: the password of `user:password@host` and the values of
+    credential-named query parameters."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return ()
+    found = [password, unquote(password)] if password else []
+    if "@" in parts.netloc and password is None and parts.username:
+        found += [parts.username, unquote(parts.username)]  # a token given as the user name
+    found += [v for k, v in parse_qsl(parts.query) if v and _SECRET_PARAM.search(k.lower())]
+    return tuple(found)

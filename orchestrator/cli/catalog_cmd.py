@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator.cli.options import format_option, offline_option
-from orchestrator.errors import IncompatibleError
+from orchestrator.errors import IncompatibleError, UsageError
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.catalog import CatalogEntry
@@ -50,20 +50,24 @@ def add(model: str, as_id: str | None, revision: str | None, output: str, offlin
     """Record the facts of MODEL (a checkpoint directory, or a hub id in the HF cache or on the
     hub) in the user catalog. A directory needs --as ORG/NAME unless it is an HF cache snapshot.
     Exit 4 when MODEL cannot be read."""
+    from orchestrator.checkpoint.catalog import catalog_entry
     from orchestrator.checkpoint.catalog.user import record
     from orchestrator.checkpoint.files import read_json_object
 
-    if as_id is not None and not _HUB_ID.match(as_id):
-        raise click.BadParameter(
-            f"{as_id!r} is not a hub id of the form ORG/NAME", param_hint="--as"
-        )
+    if as_id is not None:
+        _check_hub_id(as_id)
     info, directory, origin = _read(model, revision, offline)
     name = as_id or _hub_id_of(model, directory)
+    _check_hub_id(name)
     config = read_json_object(directory / "config.json") or {}
     hf_quant = read_json_object(directory / "hf_quant_config.json")
     path, replaced = record(name, info, config, added_from=origin, hf_quant_config=hf_quant)
+    shadowed = catalog_entry(name)
+    if shadowed is not None:
+        click.echo(f"Warning: {_shadow_warning(name, shadowed, path)}", err=True)
     if output == "json":
         document = {"model": name, "catalog": str(path), "replaced": replaced, "added_from": origin}
+        document["shadows"] = _shadowed_document(shadowed)
         click.echo(json.dumps({**document, "facts": _facts(info)}, indent=2))
         return
     verb = "replaced" if replaced else "recorded"
@@ -124,6 +128,40 @@ def show(model: str, output: str) -> None:
         click.echo(json.dumps(_show_document(entry, info), indent=2))
     else:
         click.echo(_show_text(entry, info))
+
+
+def _check_hub_id(name: str) -> None:
+    """Refuse a name the hub would refuse (`a/..`, a 300-character part): what, why, fix."""
+    from orchestrator.checkpoint.catalog.hub_id import MAX_PART, hub_id_problem
+
+    problem = hub_id_problem(name)
+    if problem is None:
+        return
+    shown = name if len(name) <= 120 else f"{name[:60]}... ({len(name)} characters)"
+    raise UsageError(
+        f"--as {shown!r} is not a hub id: {problem}",
+        why="the user catalog records checkpoints under the id a profile names them by, and "
+        "that id must be one the Hugging Face hub accepts",
+        fix=f"pass --as ORG/NAME, each part 1-{MAX_PART} characters of A-Z a-z 0-9 . _ - "
+        "(not starting or ending with - or ., no -- or ..), e.g. --as my-org/my-model",
+    )
+
+
+def _shadow_warning(name: str, shadowed: CatalogEntry, path: Path) -> str:
+    return (
+        f"{name} shadows the built-in catalog entry {shadowed.model} "
+        f"({shadowed.location})\n"
+        f"  why: from now on validate, inspect and the operator take {name}'s facts from the user "
+        f"catalog {path}, not from the built-in entry\n"
+        "  fix: nothing, if this is your copy of that checkpoint; otherwise record it under an "
+        f"id of your own (--as ORG/NAME) and remove {name} from {path}"
+    )
+
+
+def _shadowed_document(shadowed: CatalogEntry | None) -> dict[str, str] | None:
+    if shadowed is None:
+        return None
+    return {"model": shadowed.model, "catalog": shadowed.catalog, "location": shadowed.location}
 
 
 def _read(model: str, revision: str | None, offline: bool) -> tuple[CheckpointInfo, Path, str]:

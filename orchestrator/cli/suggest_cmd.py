@@ -1,6 +1,7 @@
 """suggest: the compatible proposers of a target, ranked, with memory cost, expected acceptance
 (sourced) and predicted speedup; the rejected candidates with the rules' reasons; `--write DIR`
-writes one profile per option that `validate` accepts. Exit 0, or 4 when TARGET cannot be resolved.
+writes one profile per option that `validate` accepts. Exit 0, 4 when TARGET cannot be resolved,
+or 1 when DIR cannot be written.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from orchestrator.cli.options import format_option, offline_option
 from orchestrator.engines.names import ENGINE_NAMES, EngineName
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.gpus import find_gpu
+from orchestrator.suggest import WRITE_MARKER
 
 if TYPE_CHECKING:
     from orchestrator.suggest.types import SuggestRequest
@@ -72,7 +74,8 @@ if TYPE_CHECKING:
     "write_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Write one commented profile per option into this directory.",
+    help="Write one commented profile per option into this directory; replaced whole (only a "
+    f"new or empty directory, or one an earlier suggest --write wrote: it holds {WRITE_MARKER}).",
 )
 @format_option
 @offline_option
@@ -94,7 +97,8 @@ def suggest(
     support it, its memory cost, expected acceptance and predicted speedup.
 
     For a local directory, candidates are its sibling directories and the user catalog.
-    Exit 0, or 4 when TARGET cannot be resolved.
+    Exit 0, 4 when TARGET cannot be resolved, or 1 when the --write directory cannot be written
+    (it holds files specdeploy did not write, is a symbolic link, or the filesystem refuses).
     """
     from orchestrator.suggest.build import suggest as run
     from orchestrator.suggest.report import suggestions_json, suggestions_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.profile.issues import Loc, ProfileInvalid, ProfileIssue, dotted
 from orchestrator.profile.safe_yaml import MAX_DEPTH, MAX_VALUES, load_yaml
@@ -18,6 +18,8 @@ from orchestrator.profile.schema import (
     FIELD_ERROR,
     METHOD_SPELLINGS,
     UNMODELLED_METHODS,
+    VALUE_ERROR,
+    Metadata,
     Profile,
 )
 from orchestrator.untrusted_files import UnreadableFile, read_regular_file
@@ -28,6 +30,7 @@ __all__ = [
     "MAX_VALUES",
     "ProfileInvalid",
     "ProfileIssue",
+    "load_metadata",
     "load_profile",
     "parse_profile",
 ]
@@ -39,6 +42,34 @@ MAX_PROFILE_BYTES: Final = 1 << 20
 
 def load_profile(path: Path) -> Profile:
     """Read and validate one profile file."""
+    return parse_profile(*_read(path))
+
+
+def load_metadata(path: Path) -> Metadata:
+    """Only the metadata (name, namespace) of a profile file, the rest unchecked: what `delete`
+    needs to find a profile's objects by their labels, so that a profile that no longer
+    validates (an old release, a removed field) can still delete what it applied."""
+    text, file = _read(path)
+    data, marks = load_yaml(text, file)
+    if not isinstance(data, dict):
+        raise ProfileInvalid(
+            file,
+            [ProfileIssue("", 1, 1, "the profile must be a YAML mapping (apiVersion, kind, ...)")],
+        )
+    try:
+        return _MetadataOnly.model_validate(data).metadata
+    except ValidationError as exc:
+        raise ProfileInvalid(file, _issues(exc, marks)) from None
+
+
+class _MetadataOnly(BaseModel):
+    """A profile read for its metadata alone; every other key is ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    metadata: Metadata
+
+
+def _read(path: Path) -> tuple[str, str]:
     file = str(path)
     try:
         raw = read_regular_file(path, MAX_PROFILE_BYTES)
@@ -49,7 +80,7 @@ def load_profile(path: Path) -> Profile:
         raise ProfileInvalid(
             file, [ProfileIssue("", None, None, f"cannot read the profile: it {exc.problem}", fix)]
         ) from None
-    return parse_profile(_decode(raw, file), file)
+    return _decode(raw, file), file
 
 
 def parse_profile(text: str, file: str = "<profile>") -> Profile:
@@ -88,9 +119,19 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
         if err["type"] == FIELD_ERROR:  # a cross-field check names the field it is about
             loc = (*loc, *str(err["ctx"]["field"]).split("."))
         line, col = _nearest_mark(loc, marks)
-        message, fix, why = _unmodelled_method(err, loc) or (_message(err, loc), "", "")
+        message, fix, why = (
+            _explained(err) or _unmodelled_method(err, loc) or (_message(err, loc), "", "")
+        )
         issues.append(ProfileIssue(dotted(loc), line, col, message, fix, why))
     return issues
+
+
+def _explained(err: Any) -> tuple[str, str, str] | None:
+    """(message, fix, why) of a value check that says its own why and fix (`value_error`)."""
+    if err["type"] != VALUE_ERROR:
+        return None
+    ctx = err["ctx"]
+    return str(ctx["message"]), str(ctx["fix"]), str(ctx["why"])
 
 
 def _unmodelled_method(err: Any, loc: Loc) -> tuple[str, str, str] | None:

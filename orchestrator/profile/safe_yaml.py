@@ -259,8 +259,16 @@ def _excerpt(text: str, limit: int = 40) -> str:
     return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(text)} characters)"
 
 
+#: libyaml's own nesting limit (yaml_set_max_nest_level, 1000 by default in the libyaml that
+#: PyYAML 6.0.4's wheels bundle). Its scanner looks ahead for simple keys, so in a flow collection
+#: it meets this limit before our event count reaches MAX_DEPTH; what it says is told as ours.
+_LIBYAML_TOO_DEEP: Final = "exceeded maximum nesting depth"
+
+
 def _syntax_error(file: str, exc: yaml.YAMLError) -> ProfileInvalid:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None and _LIBYAML_TOO_DEEP in (getattr(exc, "problem", None) or ""):
+        return ProfileInvalid(file, [_too_deep(mark, ())])
     line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
     problem = getattr(exc, "problem", None) or str(exc)
     return ProfileInvalid(file, [ProfileIssue("", line, col, f"YAML syntax: {problem}")])

@@ -9,14 +9,17 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Annotated, Final, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     Strict,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -63,9 +66,15 @@ METHODS_WITH_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"
 #: Methods whose proposer lives inside the target (mtp) or needs no weights at all (ngram).
 METHODS_WITHOUT_MODEL: frozenset[str] = frozenset({"mtp", "ngram", "none"})
 
-# Matched with fullmatch: `$` would also match before a trailing newline ("x\n").
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+#: Kubernetes names, as the API server checks them (IsDNS1123Label, IsDNS1123Subdomain and their
+#: lengths in https://github.com/kubernetes/kubernetes/blob/v1.36.0/staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go).
+#: Written without anchors; matched with fullmatch (`$` would also match before a trailing
+#: newline, "x\n") and anchored with ^...$ in the JSON Schema.
+DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN: Final = rf"{DNS1123_LABEL}(\.{DNS1123_LABEL})*"
+DNS1123_LABEL_MAX: Final = 63
+DNS1123_SUBDOMAIN_MAX: Final = 253
+_DNS1123_LABEL = re.compile(DNS1123_LABEL)
 
 # Bounds on every number, so that no value can overflow the memory arithmetic (floats) or the
 # engines' and Kubernetes' own integer types. Types are strict: `true` is not 1, 2.0 is not 2.
@@ -90,9 +99,36 @@ Flag = Annotated[bool, Strict()]
 LONGEST_NAME_SUFFIX = len("-baseline-leader")
 MAX_NAME_LENGTH = 63 - LONGEST_NAME_SUFFIX
 #: `name` or `namespace/name` of a Gateway (DNS-1123 label namespace, DNS-1123 subdomain name).
-_GATEWAY_REF = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+_GATEWAY_REF = rf"({DNS1123_LABEL}/)?{DNS1123_SUBDOMAIN}"
 #: pydantic error type of a cross-field check pinned to one field (see `field_error`).
 FIELD_ERROR = "profile_field"
+#: pydantic error type of a value check that carries its own why and fix (see `value_error`).
+VALUE_ERROR = "profile_value"
+
+#: A hub revision: a branch or tag name as `git check-ref-format --allow-onelevel` accepts it
+#: (https://git-scm.com/docs/git-check-ref-format), or a commit sha (7-40 or 64 hex digits, which
+#: that grammar already accepts). Narrower than git in two ways: printable ASCII only (git allows
+#: any byte from 0x80; U+0085 and U+2028 end a line in YAML and Python, and bidi controls disguise
+#: text) and no leading '-' (it would read as an option, as `git check-ref-format --branch`
+#: refuses too). Two patterns, so that each is a plain regular expression that Python, ECMA-262
+#: (editors) and RE2 (the API server, for the CRD) all read the same way: the characters allowed,
+#: and (as JSON Schema `not`) the sequences refused.
+REVISION_CHARS: Final = r"^[!-~]+$"
+#: Each refused sequence and why, in the order they are reported.
+REVISION_REFUSED: Final = (
+    (r"[~^:?*\[\\]", "holds one of ~ ^ : ? * [ \\, which git does not allow in a ref"),
+    (r"\.\.", "holds '..', which git does not allow (in a URL it climbs out of the path)"),
+    (r"@\{", "holds '@{', git's reflog syntax"),
+    (r"//", "has an empty path component ('//')"),
+    (r"^[-/.]", "starts with '-', '/' or '.'"),
+    (r"/\.", "has a path component starting with '.'"),
+    (r"[/.]$", "ends with '/' or '.'"),
+    (r"\.lock(/|$)", "has a path component ending in '.lock', which git reserves"),
+    (r"^@$", "is '@', git's name for HEAD"),
+)
+#: The schema's `not` also refuses any character outside REVISION_CHARS: Python's `$` (which the
+#: jsonschema package uses) matches before a final newline, so "main\n" would pass `^[!-~]+$`.
+REVISION_NOT: Final = "|".join([*(pattern for pattern, _ in REVISION_REFUSED), r"[^!-~]"])
 
 
 def field_error(field: str, message: str) -> PydanticCustomError:
@@ -137,10 +173,182 @@ def _clip(value: str) -> str:
     return value if len(value) <= 40 else value[:40] + "..."
 
 
+def value_error(message: str, *, why: str, fix: str) -> PydanticCustomError:
+    """A value check's error with its own why and fix, which the loader shows as they are."""
+    return PydanticCustomError(
+        VALUE_ERROR, "{message}", {"message": message, "why": why, "fix": fix}
+    )
+
+
+def _revision(value: str) -> str:
+    shown = repr(_clip(value))
+    fix = (
+        "pin a commit sha (the 40 hex digits of `git rev-parse HEAD`, or the commit on the "
+        "model's hub page), or write the branch or tag exactly as the hub names it (e.g. main, "
+        "v1.0, refs/pr/1)"
+    )
+    why = (
+        "the revision goes into hub URLs, the engine's --revision argument and platform "
+        "storage URIs; a value git does not accept as a ref cannot name a commit there"
+    )
+    if not re.fullmatch(REVISION_CHARS, value):
+        bad = next(c for c in value if not "!" <= c <= "~")
+        raise value_error(
+            f"{shown} holds {bad!r}: a revision is printable ASCII with no spaces or control "
+            "characters",
+            why=why,
+            fix=fix,
+        )
+    for pattern, reason in REVISION_REFUSED:
+        if re.search(pattern, value):
+            raise value_error(f"{shown} {reason}", why=why, fix=fix)
+    return value
+
+
+def _dns_name(kind: str, *, subdomain: bool) -> Callable[[str], str]:
+    """The check of a Kubernetes object name or reference of `kind`: a DNS-1123 subdomain (most
+    objects: Secrets, StorageClasses, Gateways, listener names) or label (namespaces)."""
+    fmt, longest = (
+        (DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX)
+        if subdomain
+        else (DNS1123_LABEL, DNS1123_LABEL_MAX)
+    )
+    grammar = "DNS-1123 subdomain" if subdomain else "DNS-1123 label"
+    allowed = "lower-case letters, digits, '-'" + (" and '.'" if subdomain else "")
+    compiled = re.compile(fmt)
+
+    def check(value: str) -> str:
+        if len(value) <= longest and compiled.fullmatch(value):
+            return value
+        length = f" of at most {longest} characters" if len(value) > longest else ""
+        raise value_error(
+            f"{_clip(value)!r} is not a valid {kind} name (a {grammar}{length})",
+            why=f"Kubernetes refuses a {kind} name that is not a {grammar}, so the objects "
+            "rendered from this profile would fail at the API server",
+            fix=f"use {allowed}, starting and ending with a letter or digit, at most "
+            f"{longest} characters (e.g. 'my-name')",
+        )
+
+    return check
+
+
+_LABEL_FIELD = Field(
+    min_length=1,
+    json_schema_extra={"pattern": f"^{DNS1123_LABEL}$", "maxLength": DNS1123_LABEL_MAX},
+)
+_SUBDOMAIN_FIELD = Field(
+    min_length=1,
+    json_schema_extra={"pattern": f"^{DNS1123_SUBDOMAIN}$", "maxLength": DNS1123_SUBDOMAIN_MAX},
+)
+
+
 Text = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(_no_nul)]
+Revision = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=NAME_MAX,
+        json_schema_extra={"pattern": REVISION_CHARS, "not": {"pattern": REVISION_NOT}},
+    ),
+    AfterValidator(_revision),
+]
+NamespaceName = Annotated[
+    str, _LABEL_FIELD, AfterValidator(_dns_name("namespace", subdomain=False))
+]
+SecretName = Annotated[str, _SUBDOMAIN_FIELD, AfterValidator(_dns_name("Secret", subdomain=True))]
+StorageClassName = Annotated[
+    str, _SUBDOMAIN_FIELD, AfterValidator(_dns_name("StorageClass", subdomain=True))
+]
+GatewayName = Annotated[str, _SUBDOMAIN_FIELD, AfterValidator(_dns_name("Gateway", subdomain=True))]
+#: Gateway API SectionName (apis/v1/shared_types.go of gateway-api v1.6.1): a DNS-1123 subdomain.
+ListenerName = Annotated[
+    str, _SUBDOMAIN_FIELD, AfterValidator(_dns_name("Gateway listener", subdomain=True))
+]
 ModelRef = Annotated[str, Field(min_length=1, max_length=MAX_MODEL_REF), AfterValidator(_model_ref)]
 ImageRef = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_image)]
 ExtraArg = Annotated[str, Field(max_length=65536), AfterValidator(_no_nul)]
+
+#: Most draft tokens per step specdeploy renders (proposer.num_speculative_tokens' bound).
+MAX_SPECULATIVE_TOKENS: Final = 32
+#: Bounds of a draft-length schedule (proposer.num_speculative_tokens_per_batch_size). Structural
+#: only, so that no value overflows an engine's integers or the lookup it expands the schedule
+#: into (vLLM fills one slot per batch size up to max-num-seqs); what the engine accepts beyond
+#: that (ranges start at 1, do not overlap, ...) is a compatibility rule with its severity.
+#: A million running sequences is far beyond any replica's max-num-seqs; 64 ranges is far more
+#: than one per power of two of it (20).
+MAX_SCHEDULE_BATCH_SIZE: Final = 1_000_000
+MAX_SCHEDULE_ENTRIES: Final = 64
+#: A batch size or a draft length is a count: never negative (0 is for the rules to judge).
+ScheduleBatchSize = Annotated[int, Strict(), Field(ge=0, le=MAX_SCHEDULE_BATCH_SIZE)]
+ScheduleTokens = Annotated[int, Strict(), Field(ge=0, le=MAX_SPECULATIVE_TOKENS)]
+_SCHEDULE_WHY = (
+    "each entry of proposer.num_speculative_tokens_per_batch_size is one inclusive batch-size "
+    "range and the draft length for it"
+)
+
+
+def _schedule_entry(value: object) -> object:
+    """An entry is a list of three numbers; anything else is refused with the entry's shape."""
+    if not isinstance(value, list | tuple) or len(value) != 3:
+        got = f"has {len(value)} values" if isinstance(value, list | tuple) else "is not a list"
+        raise value_error(
+            f"{got}: an entry is [range_start, range_end, num_speculative_tokens]",
+            why=_SCHEDULE_WHY,
+            fix="write the entry as three integers, e.g. [1, 16, 4]",
+        )
+    return value
+
+
+def _schedule_list(value: object) -> object:
+    if not isinstance(value, list | tuple):
+        raise value_error(
+            "is not a list of [range_start, range_end, num_speculative_tokens] entries",
+            why=_SCHEDULE_WHY,
+            fix="write it as a YAML list of entries, e.g. [[1, 16, 4], [17, 64, 2], [65, 256, 0]]",
+        )
+    return value
+
+
+def _schedule_length(value: tuple[object, ...]) -> tuple[object, ...]:
+    # After the entries (a length bound in Field would also report an "empty" tuple whenever
+    # an entry fails, which pydantic counts as not validated).
+    if not value:
+        raise value_error(
+            "is empty",
+            why="an empty schedule gives no batch size a draft length",
+            fix="remove the field for one draft length at every load, or write at least one "
+            "[range_start, range_end, num_speculative_tokens] entry starting at 1",
+        )
+    if len(value) > MAX_SCHEDULE_ENTRIES:
+        raise value_error(
+            f"has {len(value)} ranges, more than {MAX_SCHEDULE_ENTRIES}",
+            why=f"specdeploy accepts at most {MAX_SCHEDULE_ENTRIES} ranges in a schedule",
+            fix="merge neighbouring ranges that use the same draft length",
+        )
+    return value
+
+
+#: One schedule entry, [range_start, range_end, num_speculative_tokens]. Its JSON Schema is one
+#: `items` schema for the three (a Kubernetes structural schema has no per-position items); the
+#: draft length's own bound (MAX_SPECULATIVE_TOKENS) is checked when the profile loads.
+ScheduleEntry = Annotated[
+    tuple[ScheduleBatchSize, ScheduleBatchSize, ScheduleTokens],
+    BeforeValidator(_schedule_entry),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0, "maximum": MAX_SCHEDULE_BATCH_SIZE},
+            "minItems": 3,
+            "maxItems": 3,
+        }
+    ),
+]
+Schedule = Annotated[
+    tuple[ScheduleEntry, ...],
+    BeforeValidator(_schedule_list),
+    AfterValidator(_schedule_length),
+    Field(json_schema_extra={"minItems": 1, "maxItems": MAX_SCHEDULE_ENTRIES}),
+]
 
 
 class StrictModel(BaseModel):
@@ -157,13 +365,13 @@ class Metadata(StrictModel):
     name: str = Field(min_length=1, json_schema_extra={"maxLength": MAX_NAME_LENGTH})
     """DNS-1123 label (lower-case letters, digits, '-') starting with a letter, at most 47
     characters; names every Kubernetes object."""
-    namespace: str | None = Field(default=None, min_length=1, max_length=63)
-    """Kubernetes namespace; the current context's namespace when omitted."""
+    namespace: NamespaceName | None = None
+    """Kubernetes namespace (a DNS-1123 label); the current context's namespace when omitted."""
 
-    @field_validator("name", "namespace")
+    @field_validator("name")
     @classmethod
-    def _dns1123(cls, value: str | None) -> str | None:
-        if value is not None and not _DNS1123_LABEL.fullmatch(value):
+    def _dns1123(cls, value: str) -> str:
+        if not _DNS1123_LABEL.fullmatch(value):
             raise ValueError(
                 f"{_clip(value)!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
                 "starting and ending with a letter or digit (e.g. 'qwen3-4b-draft')"
@@ -202,8 +410,9 @@ class EngineSpec(StrictModel):
 class TargetSpec(StrictModel):
     model: ModelRef
     """Hub repo id (org/name) or a local checkpoint directory (relative to the profile file)."""
-    revision: Text | None = None
-    """Hub commit or tag to pin; an unpinned hub model gets a warning."""
+    revision: Revision | None = None
+    """Hub commit sha, branch or tag to pin (a git ref name: no '..', spaces or control
+    characters); an unpinned hub model gets a warning."""
     dtype: ModelDtype = "auto"
     """Weight and activation dtype; "auto" takes the checkpoint's torch_dtype."""
     quantization: Text | None = None
@@ -236,10 +445,21 @@ class ProposerSpec(StrictModel):
     model: ModelRef | None = None
     """Draft LM or EAGLE head (hub id or local directory). Required for draft_model/eagle/eagle3;
     not allowed for mtp (the target's own layers) and ngram (no weights)."""
-    revision: Text | None = None
-    """Hub commit or tag of the proposer checkpoint."""
-    num_speculative_tokens: StrictInt = Field(default=3, ge=1, le=32)
+    revision: Revision | None = None
+    """Hub commit sha, branch or tag of the proposer checkpoint (a git ref name, as
+    target.revision)."""
+    num_speculative_tokens: StrictInt = Field(default=3, ge=1, le=MAX_SPECULATIVE_TOKENS)
     """Draft tokens proposed per step (SGLang speculative-num-steps, TensorRT-LLM max_draft_len)."""
+    num_speculative_tokens_per_batch_size: Schedule | None = None
+    """Draft length by load (vLLM's dynamic speculative decoding): entries
+    [range_start, range_end, k], each an inclusive range of batch sizes (sequences running at
+    once) and the draft tokens proposed per step while the batch is in that range. k: 0 turns
+    speculation off there, e.g. above the load where it stops paying (the crossover `plan
+    --speedup` and `specdeploy bench` show; `specdeploy tune` measures it and writes this list). The first range starts at 1 and ranges do not overlap;
+    a batch size in a gap or past the last range keeps the k of the range before it, and a k above
+    num_speculative_tokens runs as num_speculative_tokens (the maximum, which sizes the engine's
+    buffers). Rendered as --speculative-config num_speculative_tokens_per_batch_size (vLLM 0.32.0);
+    omit it for one draft length at every load."""
     draft_tensor_parallel_size: GpuCount | None = None
     """Tensor parallel size of the draft; the engine default (the target's) when omitted."""
     ngram: NgramSpec | None = None
@@ -268,6 +488,17 @@ class ProposerSpec(StrictModel):
         if self.method == "none" and self.draft_tensor_parallel_size is not None:
             raise ValueError("draft_tensor_parallel_size needs a proposer method other than 'none'")
         return self
+
+    def tokens_at(self, batch_size: int) -> int:
+        """Draft tokens per step with `batch_size` sequences running: the k of the last schedule
+        range starting at or below it (gaps and the tail keep the k before them), at most
+        num_speculative_tokens; num_speculative_tokens at every load without a schedule (or below
+        a schedule's first range, which the rules refuse)."""
+        schedule = self.num_speculative_tokens_per_batch_size
+        started = [entry for entry in sorted(schedule or ()) if entry[0] <= batch_size]
+        if not started:
+            return self.num_speculative_tokens
+        return min(started[-1][2], self.num_speculative_tokens)
 
 
 class HardwareSpec(StrictModel):
@@ -356,17 +587,10 @@ class ServingSpec(StrictModel):
 class ModelCacheSpec(StrictModel):
     size: str = Field(default="200Gi", pattern=r"^[0-9]{1,9}(Mi|Gi|Ti)$")
     """Capacity of the PVC that holds the Hugging Face cache, shared by both variants."""
-    storage_class: str | None = Field(default=None, min_length=1, max_length=253)
-    """StorageClass of the PVC; the cluster default when omitted."""
+    storage_class: StorageClassName | None = None
+    """StorageClass of the PVC (a DNS-1123 subdomain); the cluster default when omitted."""
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteMany"
     """ReadWriteMany lets replicas on different nodes share the cache."""
-
-    @field_validator("storage_class")
-    @classmethod
-    def _subdomain(cls, value: str | None) -> str | None:
-        if value is not None and not _DNS1123_SUBDOMAIN.fullmatch(value):
-            raise ValueError(f"{_clip(value)!r} is not a StorageClass name (DNS-1123 subdomain)")
-        return value
 
 
 class DeploySpec(StrictModel):
@@ -374,8 +598,9 @@ class DeploySpec(StrictModel):
     """Serving replicas."""
     baseline: Flag = False
     """Also deploy the same target without speculation, for an A/B comparison."""
-    hf_token_secret: str | None = Field(default=None, min_length=1, max_length=253)
-    """Name of a Kubernetes Secret with key HF_TOKEN; never the token itself."""
+    hf_token_secret: SecretName | None = None
+    """Name of a Kubernetes Secret (a DNS-1123 subdomain) with key HF_TOKEN; never the token
+    itself."""
     model_cache: ModelCacheSpec | None = None
     """A PersistentVolumeClaim for the model cache; an emptyDir when omitted."""
     baseline_traffic_percent: int | None = Field(default=None, ge=0, le=100)
@@ -384,7 +609,13 @@ class DeploySpec(StrictModel):
     splits traffic (`render --platform`: an HTTPRoute with weighted backendRefs, KServe route
     weights). Needs baseline: true; omitted, no split is rendered and each twin has its own
     endpoint."""
-    gateway: str | None = Field(default=None, pattern=_GATEWAY_REF)
+    gateway: str | None = Field(
+        default=None,
+        json_schema_extra={
+            "pattern": f"^{_GATEWAY_REF}$",
+            "maxLength": DNS1123_LABEL_MAX + 1 + DNS1123_SUBDOMAIN_MAX,
+        },
+    )
     """Gateway API Gateway (`name`, or `namespace/name`) that the A/B route attaches to; omitted,
     an HTTPRoute has no parent (add one to carry traffic) and KServe uses its default Gateway."""
 
@@ -398,17 +629,33 @@ class DeploySpec(StrictModel):
             )
         return self
 
-    @field_validator("hf_token_secret")
+    @field_validator("hf_token_secret", mode="before")
     @classmethod
-    def _not_a_token(cls, value: str | None) -> str | None:
-        if value is not None and value.startswith("hf_"):
+    def _not_a_token(cls, value: object) -> object:
+        # Before the name check, whose message would repeat the value: a token is never shown.
+        if isinstance(value, str) and value.startswith("hf_"):
             raise ValueError(
                 "this looks like a Hugging Face token, not a Secret name; create a Secret "
                 "(`kubectl create secret generic hf-token --from-literal=HF_TOKEN=...`) and put "
                 "its name here"
             )
-        if value is not None and not _DNS1123_SUBDOMAIN.fullmatch(value):
-            raise ValueError(f"{_clip(value)!r} is not a valid Secret name (DNS-1123 subdomain)")
+        return value
+
+    @field_validator("gateway")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        namespace, slash, name = value.rpartition("/")
+        if slash and "/" not in namespace:
+            _dns_name("Gateway namespace", subdomain=False)(namespace)
+        elif slash:
+            raise value_error(
+                f"{_clip(value)!r} has more than one '/'",
+                why="a Gateway is named `name` or `namespace/name`",
+                fix="write the Gateway as `name` or `namespace/name` (e.g. 'infra/inference')",
+            )
+        _dns_name("Gateway", subdomain=True)(name)
         return value
 
 
@@ -491,12 +738,13 @@ class RetuneSpec(StrictModel):
 class GatewayRef(StrictModel):
     """A Gateway API parent (a Gateway) the operator's HTTPRoute attaches to."""
 
-    name: str = Field(min_length=1)
-    """Name of the Gateway."""
-    namespace: str | None = None
-    """Namespace of the Gateway; the deployment's own when omitted."""
-    section_name: str | None = None
-    """Listener of the Gateway to attach to; every listener that allows the route when omitted."""
+    name: GatewayName
+    """Name of the Gateway (a DNS-1123 subdomain)."""
+    namespace: NamespaceName | None = None
+    """Namespace of the Gateway (a DNS-1123 label); the deployment's own when omitted."""
+    section_name: ListenerName | None = None
+    """Listener of the Gateway to attach to (a DNS-1123 subdomain, the Gateway API's
+    SectionName); every listener that allows the route when omitted."""
 
 
 class PolicySpec(StrictModel):

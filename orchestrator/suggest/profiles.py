@@ -14,6 +14,7 @@ from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.rule import Finding
 from orchestrator.engines.names import EngineName
 from orchestrator.errors import OrchestratorError
+from orchestrator.memory.budget import known_weights, unavailable_reason
 from orchestrator.memory.gpus import gpu_catalog
 from orchestrator.plan.build import plan_profile
 from orchestrator.plan.resolver import CheckpointSource
@@ -103,6 +104,15 @@ def place(
                 request.gpu, tp, length, request.concurrency, None, problem, tuple(blocking)
             )
         memory = result.memory
+        if memory is None and not _shape_refused(result.errors):
+            # Not "fits on no GPU": the budget cannot be made at all; say why and what is known.
+            trial_profile = build_profile(target_model, None, engine, trial)
+            reason = unavailable_reason(trial_profile, target) or "the target's size is unknown"
+            known = known_weights(trial_profile, target)
+            problem = f"the memory of {target_model} cannot be estimated: {reason}" + (
+                f"; {known}" if known else ""
+            )
+            return Placement(request.gpu, None, length, request.concurrency, None, problem)
         if memory is None or not memory.one_sequence_fits or _shape_refused(result.errors):
             continue
         fitting.append((tp, memory.baseline_max_concurrency))

@@ -3,6 +3,10 @@
 Each file is the option's planned profile (only the fields that differ from the schema defaults,
 plus the GPU), so `specdeploy validate FILE` re-plans exactly what `suggest` planned. Local model
 directories are written relative to DIR, as profiles resolve them relative to their own file.
+
+DIR is written as `render --out` writes its directory (`orchestrator.output_dirs`): replaced whole,
+only when new, empty or written by an earlier `suggest --write` (it holds `WRITE_MARKER`), never through
+a symbolic link, atomically; a failed write (a full disk) is `OutputError` and leaves DIR as it was.
 """
 
 from __future__ import annotations
@@ -17,11 +21,24 @@ import yaml
 
 from orchestrator.bench.estimate import LABEL
 from orchestrator.bench.planned import NoEstimate
+from orchestrator.output_dirs import OwnedDirectory, write_files
+from orchestrator.suggest import WRITE_MARKER
 from orchestrator.suggest.report import METHOD_NAMES, speedups
 from orchestrator.suggest.support import describe_support
 from orchestrator.suggest.types import Option, Suggestions
 
 _WIDTH: Final = 98
+SUGGESTED: Final = OwnedDirectory(
+    command="suggest",
+    option="--write",
+    marker=WRITE_MARKER,
+    marker_text="Written by `specdeploy suggest --write`, which replaces this directory whole;\n"
+    "files added here are deleted by the next `suggest --write` to it.\n",
+    output="the suggested profiles",
+    why_write="suggest --write writes one profile per option there; the directory is left as "
+    "it was, with no partial profile and no temporary file",
+    fix="pass --write a new or empty directory you can write to, on a filesystem with free space",
+)
 #: Sections in the order the example profiles (profiles/*.yaml) write them.
 _ORDER: Final[tuple[str, ...]] = (
     "apiVersion",
@@ -37,15 +54,15 @@ _ORDER: Final[tuple[str, ...]] = (
 
 
 def write_profiles(found: Suggestions, directory: Path, command: str) -> dict[int, Path]:
-    """Write every option of `found` to `directory` (created if needed); rank -> file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for rank, option in enumerate(found.options, 1):
-        path = directory / file_name(rank, option)
-        text = _comments(rank, option, found, command) + _yaml(option, directory)
-        path.write_text(text, encoding="utf-8")
-        written[rank] = path
-    return written
+    """Replace `directory` with every option of `found`, one file each; rank -> file. Raises
+    `OutputError` (exit 1) when `directory` may not be replaced or a write fails."""
+    names = {rank: file_name(rank, option) for rank, option in enumerate(found.options, 1)}
+    files = {
+        names[rank]: _comments(rank, option, found, command) + _yaml(option, directory)
+        for rank, option in enumerate(found.options, 1)
+    }
+    write_files(files, directory, SUGGESTED)
+    return {rank: directory / name for rank, name in names.items()}
 
 
 def file_name(rank: int, option: Option) -> str:

@@ -114,6 +114,58 @@ class TestAdd:
         assert not Path(env["SPECDEPLOY_CATALOG"]).exists()
 
 
+class TestAddNamesAndShadows:
+    @pytest.mark.parametrize("name", ["a/..", "a/" + "x" * 300, "acme/x--y", "acme/-x"])
+    def test_an_id_the_hub_refuses_is_exit_2_with_what_why_fix(
+        self, env: dict[str, str], name: str
+    ) -> None:
+        result = run(env, "catalog", "add", str(FIXTURES / "qwen3-8b"), "--as", name)
+        assert result.exit_code == 2, result.output
+        assert "is not a hub id" in result.stderr and "why:" in result.stderr
+        assert "fix: pass --as ORG/NAME" in result.stderr and "Traceback" not in result.output
+        assert not Path(env["SPECDEPLOY_CATALOG"]).exists()
+
+    def test_a_built_in_id_is_recorded_with_a_warning_naming_the_entry(
+        self, env: dict[str, str]
+    ) -> None:
+        result = run(env, "catalog", "add", str(FIXTURES / "qwen3-0.6b"), "--as", "Qwen/Qwen3-8B")
+        assert result.exit_code == 0, result.output
+        assert result.stderr.startswith(
+            "Warning: Qwen/Qwen3-8B shadows the built-in catalog entry Qwen/Qwen3-8B "
+            "(models/qwen3.json)"
+        )
+        assert env["SPECDEPLOY_CATALOG"] in result.stderr and "fix:" in result.stderr
+        again = run(env, "catalog", "add", str(FIXTURES / "qwen3-0.6b"), "--as", "qwen/qwen3-8b",
+                    "--format", "json")  # fmt: skip
+        doc = json.loads(again.stdout)
+        assert doc["replaced"] is True
+        assert doc["shadows"] == {
+            "model": "Qwen/Qwen3-8B",
+            "catalog": "built-in",
+            "location": "models/qwen3.json",
+        }
+
+    def test_an_id_of_its_own_shadows_nothing(self, env: dict[str, str]) -> None:
+        result = run(env, "catalog", "add", str(FIXTURES / "qwen3-0.6b"), "--as", "acme/small",
+                     "--format", "json")  # fmt: skip
+        assert result.exit_code == 0 and result.stderr == ""
+        assert json.loads(result.stdout)["shadows"] is None
+
+    def test_validate_names_the_user_catalog_as_the_source(
+        self, env: dict[str, str], tmp_path: Path
+    ) -> None:
+        run(env, "catalog", "add", str(FIXTURES / "qwen3-0.6b"), "--as", "Qwen/Qwen3-8B")
+        profile = write_profile(tmp_path, target={"model": "Qwen/Qwen3-8B"},
+                                proposer={"method": "ngram", "num_speculative_tokens": 4})  # fmt: skip
+        text = run(env, "validate", str(profile), "--offline")
+        assert "info checkpoint.user-catalog" in text.stdout
+        said = f"facts from the user catalog {env['SPECDEPLOY_CATALOG']}"
+        assert said in text.stdout and "shadows the built-in catalog entry" in text.stdout
+        doc = json.loads(run(env, "validate", str(profile), "--offline", "--format", "json").stdout)
+        (finding,) = [f for f in doc["findings"] if f["rule"] == "checkpoint.user-catalog"]
+        assert said in finding["what"] and finding["field"] == "target.model"
+
+
 class TestListAndShow:
     def test_list_puts_user_entries_first(self, env: dict[str, str]) -> None:
         run(env, "catalog", "add", str(FIXTURES / "qwen3-8b"), "--as", "acme/qwen3")
@@ -157,8 +209,15 @@ class TestListAndShow:
         assert_user_error(result, 4)
         assert "did you mean Qwen/Qwen3-8B" in result.stderr
 
-    def test_a_damaged_user_catalog_exits_4(self, env: dict[str, str]) -> None:
+    def test_a_damaged_user_catalog_is_a_warning_and_is_not_written_over(
+        self, env: dict[str, str]
+    ) -> None:
         path = Path(env["SPECDEPLOY_CATALOG"])
         path.parent.mkdir(parents=True)
         path.write_text("{", encoding="utf-8")
-        assert_user_error(run(env, "catalog", "list"), 4)
+        listed = run(env, "catalog", "list")
+        assert listed.exit_code == 0 and "Qwen/Qwen3-8B" in listed.stdout
+        assert listed.stderr.count(f"Warning: user catalog {path} is skipped") == 1
+        assert "fix:" in listed.stderr
+        assert_user_error(run(env, "catalog", "add", str(FIXTURES / "qwen3-8b"), "--as", "a/b"), 4)
+        assert path.read_text(encoding="utf-8") == "{"

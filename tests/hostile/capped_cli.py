@@ -21,6 +21,21 @@ MEMORY_CAP_BYTES = 512 * 1024 * 1024
 TIME_LIMIT_S = 30.0
 #: Exit codes the contract documents (README, docs/cli.md); 1 is "other user error".
 DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 5, 6, 7})
+#: What `specdeploy(..., full_disk=True)` runs instead of `python -m orchestrator`: the CLI in a
+#: process whose os.write fails as a full disk does (ENOSPC) for every file it opens (stdout and
+#: stderr, descriptors 1 and 2, still work).
+_FULL_DISK = """
+import errno, os, sys
+real_write = os.write
+def full(fd, data):
+    if fd > 2:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return real_write(fd, data)
+os.write = full
+from orchestrator.cli import main
+sys.argv = ["specdeploy", *sys.argv[1:]]
+main()
+"""
 
 
 @dataclass(frozen=True)
@@ -44,9 +59,11 @@ def specdeploy(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     time_limit: float = TIME_LIMIT_S,
+    full_disk: bool = False,
 ) -> Run:
-    """Run `python -m orchestrator ARGS` under the caps; fail the test if it hangs, crashes with
-    a traceback or exits with an undocumented code."""
+    """Run `python -m orchestrator ARGS` under the caps (on a simulated full disk with
+    `full_disk`); fail the test if it hangs, crashes with a traceback or exits with an
+    undocumented code."""
     environment = {
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT),
@@ -57,7 +74,7 @@ def specdeploy(
     start = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args],
+            [sys.executable, *(("-c", _FULL_DISK) if full_disk else ("-m", "orchestrator")), *args],
             capture_output=True,
             text=True,
             env=environment,

@@ -159,3 +159,78 @@ class TestProfileRules:
         baseline = profile.as_baseline()
         assert baseline.proposer.method == "none" and not baseline.speculative
         assert baseline.target == profile.target and baseline.serving == profile.serving
+
+
+class TestDraftLengthSchedule:
+    """proposer.num_speculative_tokens_per_batch_size: the schema checks only its shape and bounds
+    (what vLLM accepts inside it is a rule, tests/unit/compatibility/test_schedule_rules.py)."""
+
+    FIELD = "proposer.num_speculative_tokens_per_batch_size"
+
+    def _with(self, schedule: str) -> str:
+        return VALID + f"  num_speculative_tokens_per_batch_size: {schedule}\n"
+
+    def test_loads_as_entries_of_three(self) -> None:
+        profile = parse_profile(self._with("[[1, 8, 5], [9, 64, 2], [65, 1024, 0]]"))
+        assert profile.proposer.num_speculative_tokens_per_batch_size == (
+            (1, 8, 5),
+            (9, 64, 2),
+            (65, 1024, 0),
+        )
+        assert parse_profile(VALID).proposer.num_speculative_tokens_per_batch_size is None
+
+    def test_what_vllm_judges_is_left_to_the_rules(self) -> None:
+        # Overlapping, not from 1, a bound of 0, k above num_speculative_tokens: all load.
+        parse_profile(self._with("[[2, 8, 9], [0, 4, 3], [4, 8, 2]]"))
+
+    @pytest.mark.parametrize(
+        ("schedule", "where", "said"),
+        [
+            ("[[1, 8, 33]]", "[0][2]", "less than or equal to 32 (got 33)"),
+            ("[[1, 8, -1]]", "[0][2]", "greater than or equal to 0 (got -1)"),
+            ("[[1, 2000000, 3]]", "[0][1]", "less than or equal to 1000000"),
+            ("[[1, 8, true]]", "[0][2]", "valid integer (got True)"),
+            ("[[1, 8.0, 3]]", "[0][1]", "valid integer (got 8.0)"),
+            ("[[1, 8]]", "[0]", "has 2 values: an entry is [range_start, range_end, "),
+            ("[5]", "[0]", "is not a list: an entry is"),
+            ("3", "", "is not a list of [range_start, range_end, num_speculative_tokens]"),
+            ("[]", "", "is empty"),
+        ],
+    )
+    def test_shape_and_bounds_are_checked_at_the_entry(
+        self, schedule: str, where: str, said: str
+    ) -> None:
+        err = _issues(self._with(schedule))
+        (line,) = err.what.splitlines()  # one problem, one line: nothing about the whole list
+        assert "demo.yaml:14:" in line and f"{self.FIELD}{where}: " in line and said in line
+
+    def test_at_most_64_ranges(self) -> None:
+        entries = ", ".join(f"[{n}, {n}, 1]" for n in range(1, 66))
+        err = _issues(self._with(f"[{entries}]"))
+        assert "has 65 ranges, more than 64" in err.what and "merge" in err.fix
+
+    def test_the_baseline_twin_has_no_schedule(self) -> None:
+        profile = parse_profile(self._with("[[1, 8, 5]]"))
+        assert profile.as_baseline().proposer.num_speculative_tokens_per_batch_size is None
+
+
+class TestTokensAt:
+    """ProposerSpec.tokens_at: the draft length at a batch size, as vLLM's dense lookup gives it
+    (checked against vLLM 0.32.0's own lookup in tests/conformance)."""
+
+    def _proposer(self, schedule: str | None):  # type: ignore[no-untyped-def]
+        extra = f"  num_speculative_tokens_per_batch_size: {schedule}\n" if schedule else ""
+        return parse_profile(VALID + extra).proposer  # num_speculative_tokens: 5
+
+    def test_ranges_gaps_and_the_tail_keep_the_k_before_them(self) -> None:
+        proposer = self._proposer("[[17, 32, 2], [1, 8, 4], [64, 64, 0]]")  # any order
+        expected = {1: 4, 8: 4, 9: 4, 16: 4, 17: 2, 32: 2, 33: 2, 63: 2, 64: 0, 10_000: 0}
+        assert {batch: proposer.tokens_at(batch) for batch in expected} == expected
+
+    def test_a_k_above_num_speculative_tokens_is_clamped(self) -> None:
+        proposer = self._proposer("[[1, 4, 9], [5, 8, 3]]")
+        assert [proposer.tokens_at(b) for b in (1, 4, 5, 100)] == [5, 5, 3, 3]
+
+    def test_without_a_schedule_every_load_drafts_num_speculative_tokens(self) -> None:
+        proposer = self._proposer(None)
+        assert {proposer.tokens_at(b) for b in (1, 64, 4096)} == {5}

@@ -78,6 +78,23 @@ class TestYamlLimits:
         err = _issue(VALID + "deploy: {hf_token_secret: " + "x" * 5000 + "}\n")
         assert len(err.what) < 600
 
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "a: " + "[" * 40 + "\n",  # our event-stream check fires first
+            "a: " + "[" * 1_500 + "\n",  # libyaml 0.2.6's lookahead meets its own limit first
+            "a: " + "{b: " * 1_500 + "\n",
+            "".join(" " * i + "k:\n" for i in range(60)),  # block style
+            "a: " + "[" * 200_000 + "\n",
+        ],
+        ids=["flow-40", "flow-1500", "mapping-1500", "block-60", "flow-200000"],
+    )
+    def test_deep_nesting_says_the_same_whatever_libyaml_is_installed(self, text: str) -> None:
+        (issue,) = _issue(text).issues
+        assert issue.message == "YAML syntax: nested deeper than 32 levels", issue.message
+        assert issue.fix == "a profile nests three levels; look for unclosed brackets"
+        assert issue.line is not None and issue.column is not None
+
 
 class TestReadingTheFile:
     def test_an_oversized_file_is_refused_before_parsing(self, tmp_path: Path) -> None:
@@ -108,7 +125,7 @@ class TestSchemaBounds:
             ("serving: {gpu_memory_fraction: .inf}", "finite number"),
             ("deploy: {baseline: 1}", "valid boolean"),
             ("engine: {name: vllm, version: '0.32.0', image: 'a b'}", "contains a space"),
-            ("deploy: {model_cache: {storage_class: 'fast\\n'}}", "not a StorageClass name"),
+            ("deploy: {model_cache: {storage_class: 'fast\\n'}}", "not a valid StorageClass name"),
         ],
     )
     def test_strict_bounded_values(self, section: str, message: str) -> None:

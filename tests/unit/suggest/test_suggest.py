@@ -132,6 +132,15 @@ def test_a_target_too_large_for_the_gpu_says_where_it_fits() -> None:
     assert found.placement.problem is not None and "H200" in found.placement.problem
 
 
+def test_a_target_whose_budget_cannot_be_made_says_why_not_that_it_fits_nowhere() -> None:
+    # Issue 23: 470 GB on a 1,128 GB node was said to fit "on no GPU of the catalog".
+    found = run("Qwen/Qwen3-235B-A22B-Instruct-2507", gpu="H200")
+    problem = found.placement.problem
+    assert problem is not None and "no GPU" not in problem
+    assert "cannot be estimated" in problem and "hidden_size" in problem
+    assert "235.0 B published parameters" in problem
+
+
 def test_an_unresolvable_target_is_exit_4() -> None:
     with pytest.raises(IncompatibleError, match="could not be resolved") as caught:
         run("nobody/no-such-model")
