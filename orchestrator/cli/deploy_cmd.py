@@ -17,10 +17,11 @@ from orchestrator.cli.options import (
 from orchestrator.deploy.kubernetes_cluster import REQUEST_TIMEOUT_S, KubernetesCluster
 from orchestrator.deploy.targets import ClusterTarget
 from orchestrator.emitters.base import emitter_for
+from orchestrator.errors import EXIT_NOT_READY
 from orchestrator.output import text_report
 from orchestrator.plan.build import load_and_plan
 from orchestrator.plan.types import DeploymentPlan
-from orchestrator.profile.loading import load_profile
+from orchestrator.profile.loading import load_metadata, load_profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -104,7 +105,8 @@ def status(
     request_timeout: float,
 ) -> None:
     """Rollout state, and why pods are not ready (scheduling, image pull, OOM, crash logs);
-    for a platform's custom resources, its Ready condition and what it covers."""
+    for a platform's custom resources, its Ready condition and what it covers. Exit 0 only when
+    every workload is ready, 8 when one is not (or none is there)."""
     loaded = load_profile(profile)
     cluster = KubernetesCluster(
         context=context,
@@ -115,6 +117,13 @@ def status(
     report = cluster.status(loaded, namespace)
     for line in report.lines():
         click.echo(line)
+    if not report.ready:
+        click.echo(
+            f"{loaded.metadata.name} is not ready (exit {EXIT_NOT_READY}); "
+            "act on the causes above, then run `specdeploy status` again",
+            err=True,
+        )
+        click.get_current_context().exit(EXIT_NOT_READY)
 
 
 @click.command()
@@ -128,8 +137,11 @@ def delete(
     namespace: str | None,
     request_timeout: float,
 ) -> None:
-    """Delete the objects labelled for this profile (nothing else)."""
-    loaded = load_profile(profile)
+    """Delete the objects labelled for this profile (nothing else).
+
+    Only the profile's metadata.name (and namespace) is read, so a profile that no longer
+    validates still deletes what it applied."""
+    loaded = load_metadata(profile)
     cluster = KubernetesCluster(
         context=context,
         namespace=namespace,
@@ -140,7 +152,7 @@ def delete(
     for kind, name in deleted:
         click.echo(f"{kind.lower()}/{name} deleted")
     if not deleted:
-        click.echo(f"nothing labelled for {loaded.metadata.name} was found")
+        click.echo(f"nothing labelled for {loaded.name} was found")
 
 
 COMMANDS: tuple[click.Command, ...] = (apply, status, delete)

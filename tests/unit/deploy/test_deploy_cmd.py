@@ -50,6 +50,7 @@ def test_apply_twice_status_delete(
     assert "deployment/qwen3-8b-ngram unchanged" in second.output
     shown = runner.invoke(deploy_cmd.status, [str(PROFILE)], env=env)
     assert "Deployment/qwen3-8b-ngram: 0/1 ready" in shown.output
+    assert shown.exit_code == 8, shown.output  # not ready: docs/cli.md
     gone = runner.invoke(deploy_cmd.delete, [str(PROFILE)], env=env)
     assert "deployment/qwen3-8b-ngram deleted" in gone.output
     assert fake_kube.objects == {}

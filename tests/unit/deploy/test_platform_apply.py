@@ -14,6 +14,7 @@ from orchestrator.cli import cli
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.deploy.fake_kube import RESOURCES, FakeKube
 from tests.unit.deploy.test_deploy_cmd import kubeconfig
+from tests.unit.emitters.conftest import at_release
 from tests.unit.emitters.referees import CRDS, TRANSCRIBED, Crd, Transcribed, resources
 
 DRAFT = REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml"  # namespace llm, baseline twin
@@ -65,14 +66,17 @@ def test_apply_twice_status_delete(
 ) -> None:
     env = _env(httpserver, tmp_path)
     runner = CliRunner()
-    args = [str(profile), "--offline", "--platform", platform]
+    profile = _at_platform_release(platform, profile, tmp_path)
+    args = [str(profile), "--offline", "--platform", platform, *_options(platform)]
     first = runner.invoke(cli, ["apply", *args, "--ignore", "checkpoint.unresolved"], env=env)
     assert first.exit_code == 0, first.output
     assert key in fake_kube.objects
     assert "fieldManager=specdeploy" in next(p for m, p in fake_kube.requests if m == "PATCH")
     again = runner.invoke(cli, ["apply", *args, "--ignore", "checkpoint.unresolved"], env=env)
     assert "created" not in again.output and "unchanged" in again.output
-    gone = runner.invoke(cli, ["delete", str(profile), "--platform", platform], env=env)
+    gone = runner.invoke(
+        cli, ["delete", str(profile), "--platform", platform, *_options(platform)], env=env
+    )
     assert gone.exit_code == 0, gone.output
     assert fake_kube.objects == {}
 
@@ -133,7 +137,16 @@ def test_a_missing_crd_is_named_with_its_install(
     fake_kube.missing_groups.add("kaito.sh")
     env = _env(httpserver, tmp_path)
     done = CliRunner().invoke(
-        cli, ["apply", str(DRAFT), "--offline", "--platform", "kaito"], env=env
+        cli,
+        [
+            "apply",
+            str(_at_platform_release("kaito", DRAFT, tmp_path)),
+            "--offline",
+            "--platform",
+            "kaito",
+            *_options("kaito"),
+        ],
+        env=env,
     )
     assert done.exit_code == 6, done.output
     assert "Kaito" in done.output and "Traceback" not in done.output
@@ -244,7 +257,9 @@ def test_status_explains_each_platforms_ready_condition(
 ) -> None:
     env = _env(httpserver, tmp_path)
     runner = CliRunner()
-    args = [str(profile), "--offline", "--platform", platform, "--ignore", "checkpoint.unresolved"]
+    profile = _at_platform_release(platform, profile, tmp_path)
+    args = [str(profile), "--offline", "--platform", platform, *_options(platform)]
+    args += ["--ignore", "checkpoint.unresolved"]
     assert runner.invoke(cli, ["apply", *args], env=env).exit_code == 0
     reason, message = "insufficient_capacity", "0/1 nodes have nvidia.com/gpu"
     fake_kube.objects[key]["status"] = {
@@ -258,3 +273,19 @@ def test_status_explains_each_platforms_ready_condition(
     fake_kube.objects[key]["status"]["conditions"][0]["status"] = "True"
     ready = runner.invoke(cli, status, env=env)
     assert f"{kind}/{key[3]}: {condition}=True" in ready.output
+
+
+def _options(platform: str) -> list[str]:
+    """Kaito on existing nodes: the examples' GPUs have no Azure SKU in Kaito's table, which
+    the default nodes=provisioned needs."""
+    return ["--platform-option", "nodes=existing"] if platform == "kaito" else []
+
+
+def _at_platform_release(platform: str, profile: Path, directory: Path) -> Path:
+    """Kaito: the profile planned for the vLLM release its preset image runs (it refuses
+    another)."""
+    if platform != "kaito":
+        return profile
+    from orchestrator.emitters.kaito import KAITO_VLLM_VERSION
+
+    return at_release(profile, directory, KAITO_VLLM_VERSION)
