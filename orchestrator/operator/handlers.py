@@ -4,9 +4,12 @@
   changes do not trigger it (kopf compares the resource without its status). A cluster error is a
   kopf TemporaryError: retried with a delay, never a crash loop; an invalid resource is a status
   condition and an Event, and no retry.
-* a daemon per resource: `loop.tick` every `policy.interval_seconds`.
+* a daemon per resource: `loop.tick` every `policy.interval_seconds`, waiting without a thread.
 * deletion: nothing to do here. Every owned object carries an ownerReference to the resource,
-  so Kubernetes' garbage collector deletes them; the operator adds no finalizer.
+  so Kubernetes' garbage collector deletes them. kopf puts its finalizer (`specdeploy.io/operator`)
+  on a resource while its daemon runs, to stop the daemon before the resource goes: a resource
+  deleted while the operator is down stays until the operator is back (or the finalizer is
+  removed by hand).
 
 kopf keeps its own bookkeeping in annotations prefixed `specdeploy.io/` (progress and the last
 handled spec), never in the status the operator writes.
@@ -14,9 +17,13 @@ handled spec), never in the status the operator writes.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import logging
 import threading
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +37,14 @@ from orchestrator.operator.reconcile import Emit, reconcile
 from orchestrator.operator.source import InClusterCheckpoints
 from orchestrator.profile.schema import PolicySpec
 
+_log = logging.getLogger("specdeploy.operator")
+
 #: Seconds before a failed reconcile is retried (kopf's TemporaryError delay).
 RETRY_DELAY_S = 30.0
+#: Threads for the control loops' intervals (scrapes and status patches), shared by every
+#: resource: an interval takes at most its scrape deadlines, so a handful keeps a thousand
+#: resources at 30 s intervals on time while kopf's own pool stays free for planning.
+INTERVAL_WORKERS = 8
 #: Tick period when the resource does not say (policy omitted or unreadable).
 DEFAULT_INTERVAL_S = float(PolicySpec().interval_seconds)
 
@@ -48,6 +61,7 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
     """The handlers, on a registry of their own (importing this module registers nothing)."""
     registry = kopf.OperatorRegistry()
     scrapes = Scrapes()
+    intervals = ThreadPoolExecutor(max_workers=INTERVAL_WORKERS, thread_name_prefix="interval")
     clusters: dict[str, KubernetesCluster] = {}
     lock = threading.Lock()
 
@@ -87,28 +101,40 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
             raise kopf.TemporaryError(f"{exc.what}: {exc.why}", delay=RETRY_DELAY_S) from exc
         patch.status.update(status)
 
+    def one_interval(raw: dict[str, Any], body: kopf.Body, logger: Any) -> None:
+        try:
+            status = tick(raw, source, cluster(), scrapes, _emitter(body))
+            if status is not None:
+                meta = raw["metadata"]
+                cluster().patch_status(
+                    f"{GROUP}/{VERSION}",
+                    "SpeculativeDeployment",
+                    meta["name"],
+                    meta["namespace"],
+                    status,
+                )
+        except DeployError as exc:
+            logger.warning(f"control loop: {exc.what}: {exc.why}")
+        except Exception:  # one bad interval must not end the loop for this resource
+            logger.exception("control loop: interval failed")
+
     @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)
-    def control_loop(body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any) -> None:
+    async def control_loop(
+        body: kopf.Body, stopped: kopf.DaemonStopped, logger: Any, **_: Any
+    ) -> None:
+        """Async, so that a resource waiting for its next interval holds no thread: a sync
+        daemon keeps one of kopf's executor threads for its whole life, and with the default
+        pool (CPUs + 4 threads) a dozen resources left none for planning. Only an interval's
+        work runs in a thread, from a pool of its own so it never starves the handlers."""
+        loop = asyncio.get_running_loop()
         while not stopped:
-            stopped.wait(_interval(body))
+            await stopped.wait(_interval(body))
             if stopped:
                 return
-            raw = dict(body)
-            try:
-                status = tick(raw, source, cluster(), scrapes, _emitter(body))
-                if status is not None:
-                    meta = raw["metadata"]
-                    cluster().patch_status(
-                        f"{GROUP}/{VERSION}",
-                        "SpeculativeDeployment",
-                        meta["name"],
-                        meta["namespace"],
-                        status,
-                    )
-            except DeployError as exc:
-                logger.warning(f"control loop: {exc.what}: {exc.why}")
-            except Exception:  # one bad interval must not end the loop for this resource
-                logger.exception("control loop: interval failed")
+            # kopf.event posts through context variables of the daemon's task: carry them over.
+            context = contextvars.copy_context()
+            work = functools.partial(one_interval, dict(body), body, logger)
+            await loop.run_in_executor(intervals, context.run, work)
 
     return registry
 
@@ -122,7 +148,14 @@ def _interval(body: kopf.Body) -> float:
 
 
 def _emitter(body: kopf.Body) -> Emit:
+    """Events for `kubectl describe`, and the same line in the operator's own log (Warnings at
+    warning level), so its log tells what its Events tell."""
+    meta = body.get("metadata") or {}
+    where = f"{meta.get('namespace')}/{meta.get('name')}"
+
     def emit(kind: str, reason: str, message: str) -> None:
+        level = logging.WARNING if kind == "Warning" else logging.INFO
+        _log.log(level, "%s: %s: %s", where, reason, message[:1000])
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
 
     return emit

@@ -11,9 +11,11 @@ changes, into an Event.
 from __future__ import annotations
 
 import datetime
+import logging
+import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import httpx
@@ -24,14 +26,16 @@ from orchestrator.engines import ENGINES
 from orchestrator.engines.metrics import Samples
 from orchestrator.manifests.context import PROFILE_LABEL, VARIANT_LABEL
 from orchestrator.operator.objects import Owner, own, speculative_workload, traffic_split
-from orchestrator.operator.policy import Decision, Memory, Observation, Variant, step
+from orchestrator.operator.policy import VARIANTS, Decision, Memory, Observation, Variant, step
 from orchestrator.operator.reconcile import (
     Emit,
     conditions_of,
     effective_profile,
+    needs_reconcile,
     owner_of,
     plan_resource,
     profile_of,
+    reconcile,
     set_condition,
     traffic_status,
     verdict,
@@ -40,15 +44,23 @@ from orchestrator.plan.resolver import CheckpointSource
 from orchestrator.plan.types import DeploymentPlan
 from orchestrator.profile.schema import PolicySpec, Profile
 
+_log = logging.getLogger("specdeploy.operator")
+
 #: Decisions that changed something, kept in status (newest last).
 KEPT_DECISIONS: Final = 20
-SCRAPE_TIMEOUT_S: Final = 5.0
+#: Seconds one pod's /metrics may take in all (connect, headers and body).
+SCRAPE_DEADLINE_S: Final = 5.0
+#: Largest /metrics body read: vLLM 0.32's is about 64 KiB; a tenant's pod may send anything.
+MAX_METRICS_BYTES: Final = 4 << 20
+#: Most per-position acceptance series kept (vLLM labels one per drafted position).
+MAX_POSITIONS: Final = 64
 
 
 @dataclass(frozen=True)
 class Scrape:
     at: float
-    samples: Samples
+    samples: dict[str, Samples]
+    """By pod name: counters are differenced per pod, so pods joining or leaving do not count."""
 
 
 @dataclass
@@ -70,21 +82,36 @@ def tick(
     status = body.get("status") or {}
     if status.get("verdict") in (None, "Invalid"):
         return None  # not planned (yet), or invalid: nothing runs to measure
+    owner = owner_of(body)
+    why = needs_reconcile(cluster, owner, status)
+    if why is not None:
+        emit("Normal", "Reconciled", f"planned and applied again: {why}")
+        return reconcile(body, source, cluster, emit)
     profile = profile_of(body)
     policy = profile.policy or PolicySpec()
-    owner = owner_of(body)
     now = clock()
-    current = {v: scrape_twin(cluster, profile, owner, v) for v in ("speculative", "baseline")}
-    observation = _observe(profile, owner, current, scrapes, now)
-    if observation is None:
-        return _ready_condition(body, cluster, profile, owner)
+    current = {v: scrape_twin(cluster, profile, owner, v) for v in VARIANTS}
+    unhealthy = frozenset(v for v in VARIANTS if current[v] is None)
     loop = status.get("loop") or {}
     memory = Memory.from_status(loop)
+    _health_events(loop, unhealthy, memory.active, emit)
+    health = {"unhealthy": sorted(unhealthy)}
+    observation = _observe(profile, owner, current, scrapes, now)
+    if observation is not None:
+        observation = replace(observation, unhealthy=unhealthy)
+    elif policy.mode == "switch" and memory.active in unhealthy and len(unhealthy) == 1:
+        observation = Observation(now, 0.0, None, None, None, unhealthy)  # the health gate
+    else:
+        return {**_ready_condition(body, cluster, profile, owner), "loop": health}
     if loop.get("specTokens") != profile.proposer.num_speculative_tokens:
         memory = Memory(active=memory.active, changed_at=memory.changed_at, tpot=memory.tpot)
     memory, decision = step(policy, memory, observation, profile.proposer.num_speculative_tokens)
     out = _act(body, source, cluster, owner, memory, decision, emit)
-    loop_status = {**memory.to_status(), "specTokens": profile.proposer.num_speculative_tokens}
+    loop_status = {
+        **memory.to_status(),
+        "specTokens": profile.proposer.num_speculative_tokens,
+        **health,
+    }
     record = _record(decision, now)
     decisions = list(status.get("decisions") or [])
     if decision.action != "hold":
@@ -108,36 +135,123 @@ def tick(
     }
 
 
+def _health_events(
+    loop: Mapping[str, Any], unhealthy: frozenset[str], active: str, emit: Emit
+) -> None:
+    """A Warning when a twin stops answering (both: traffic holds where it is), a Normal Event
+    when it answers again; nothing on the first interval (twins that are starting) or while
+    nothing changes, so Events are not repeated every interval."""
+    was = loop.get("unhealthy")
+    if not isinstance(was, list) or set(was) == unhealthy:
+        return
+    if unhealthy == set(VARIANTS):
+        emit(
+            "Warning",
+            "NoTwinAnswers",
+            f"no pod of either twin answers /metrics; traffic stays on the {active} twin",
+        )
+    else:
+        for variant in sorted(unhealthy - set(was)):
+            emit("Warning", "TwinUnhealthy", f"no pod of the {variant} twin answers /metrics")
+    for variant in sorted(set(was) - unhealthy):
+        emit("Normal", "TwinHealthy", f"the {variant} twin answers /metrics again")
+
+
 def scrape_twin(
     cluster: KubernetesCluster, profile: Profile, owner: Owner, variant: Variant
-) -> Samples | None:
-    """The twin's /metrics summed over its ready pods; None when no pod answers."""
+) -> dict[str, Samples] | None:
+    """The /metrics of each ready pod of the twin, by pod name; None when no pod answers. Each
+    read is bounded (see `read_metrics`) and keeps only what the loop uses, so a tenant's pod
+    cannot grow the operator's memory or its status."""
     labels = {PROFILE_LABEL: profile.metadata.name, VARIANT_LABEL: variant}
     pods = cluster.list_objects("v1", "Pod", owner.namespace, labels)
-    total: dict[str, float] = {}
-    answered = False
+    positions = profile.proposer.num_speculative_tokens or MAX_POSITIONS
+    found: dict[str, Samples] = {}
     for pod in pods:
         ip = (pod.get("status") or {}).get("podIP")
         if not ip or not _pod_ready(pod):
             continue
-        try:
-            text = httpx.get(
-                f"http://{ip}:{profile.serving.port}/metrics",
-                timeout=SCRAPE_TIMEOUT_S,
-                trust_env=False,
-            ).text
-        except httpx.HTTPError:
+        text = read_metrics(f"http://{ip}:{profile.serving.port}/metrics")
+        if text is None:
             continue
-        answered = True
-        for name, value in parse_prometheus(text, by_label="position").items():
-            total[name] = total.get(name, 0.0) + value
-    return total if answered else None
+        samples = parse_prometheus(text, by_label="position")
+        found[str(pod["metadata"]["name"])] = _kept(samples, min(positions, MAX_POSITIONS))
+    return found or None
+
+
+def read_metrics(url: str) -> str | None:
+    """One pod's exposition, or None (logged) when it does not answer within SCRAPE_DEADLINE_S
+    in all, sends more than MAX_METRICS_BYTES, or is not UTF-8. A slow drip cannot hold an
+    interval: the deadline covers the whole read, not each chunk."""
+    deadline = time.monotonic() + SCRAPE_DEADLINE_S
+    body = bytearray()
+    try:
+        with httpx.stream("GET", url, timeout=SCRAPE_DEADLINE_S, trust_env=False) as response:
+            if response.status_code != 200:
+                _log.warning("scrape %s: HTTP %s", url, response.status_code)
+                return None
+            for chunk in response.iter_raw():  # as read: a chunk size would wait for it to fill
+                body += chunk
+                if len(body) > MAX_METRICS_BYTES:
+                    _log.warning("scrape %s: more than %d bytes, skipped", url, MAX_METRICS_BYTES)
+                    return None
+                if time.monotonic() > deadline:
+                    _log.warning("scrape %s: not read within %.0f s", url, SCRAPE_DEADLINE_S)
+                    return None
+    except httpx.HTTPError as exc:
+        _log.warning("scrape %s: %s", url, type(exc).__name__)
+        return None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        _log.warning("scrape %s: not UTF-8", url)
+        return None
+
+
+def _kept(samples: Samples, positions: int) -> Samples:
+    """Finite values only, and per-position series only for positions the proposer drafts."""
+    kept: dict[str, float] = {}
+    for name, value in samples.items():
+        if not math.isfinite(value):
+            continue
+        if "{" in name:
+            position = name.rsplit('="', 1)[-1].rstrip('"}')
+            if not position.isdigit() or int(position) >= positions:
+                continue
+        kept[name] = value
+    return kept
+
+
+def _counter(name: str) -> bool:
+    """Prometheus counters (and histogram parts) only grow while their process lives."""
+    return name.split("{", 1)[0].endswith(("_total", "_sum", "_count", "_bucket"))
+
+
+def _common_sums(
+    before: dict[str, Samples], after: dict[str, Samples]
+) -> tuple[Samples, Samples] | None:
+    """Both scrapes summed over the pods present in both whose counters did not go back (a
+    restarted pod starts from zero): a pod joining or leaving changes neither sum, so the
+    difference is the interval's traffic. None when no pod is comparable."""
+    first: dict[str, float] = {}
+    second: dict[str, float] = {}
+    for pod, now in after.items():
+        then = before.get(pod)
+        if then is None or any(
+            _counter(name) and now.get(name, value) < value for name, value in then.items()
+        ):
+            continue
+        for name, value in then.items():
+            first[name] = first.get(name, 0.0) + value
+        for name, value in now.items():
+            second[name] = second.get(name, 0.0) + value
+    return (first, second) if second else None
 
 
 def _observe(
     profile: Profile,
     owner: Owner,
-    current: dict[str, Samples | None],
+    current: Mapping[Variant, dict[str, Samples] | None],
     scrapes: Scrapes,
     now: float,
 ) -> Observation | None:
@@ -152,13 +266,11 @@ def _observe(
             scrapes.last.pop(key, None)
             continue
         scrapes.last[key] = Scrape(now, samples)
-        if before is None:
+        sums = None if before is None else _common_sums(before.samples, samples)
+        if before is None or sums is None:
             continue
         previous_at = before.at if previous_at is None else min(previous_at, before.at)
-        windows[variant] = (
-            engine.serving(before.samples, samples),
-            engine.acceptance(before.samples, samples),
-        )
+        windows[variant] = (engine.serving(*sums), engine.acceptance(*sums))
     if previous_at is None:
         return None
     speculative = windows.get("speculative", (None, None))
@@ -190,7 +302,12 @@ def _act(
         return {}
     if decision.action == "switch":
         cluster.apply([own(traffic_split(plan, decision.active), owner)])
-        emit("Normal", "Switched", decision.message)
+        failover = decision.reason == "ActiveUnhealthy"
+        emit(
+            "Warning" if failover else "Normal",
+            decision.reason if failover else "Switched",
+            decision.message,
+        )
     else:
         cluster.apply(speculative_workload(plan, owner))
         emit("Normal", "Retuned", decision.message + " (rolling update of the speculative twin)")

@@ -6,7 +6,8 @@ it saw (exponential moving averages, so SGLang's last-batch gauges and a noisy i
 decide alone), remembers each twin's time per output token per load level, and returns the new
 memory and one `Decision` with its evidence.
 
-* switch: traffic goes to the twin with the lower time per output token *at the current load*
+* switch: health first: when no pod of the active twin answers and the other twin's do, traffic
+  moves at once. Otherwise traffic goes to the twin with the lower time per output token *at the current load*
   (requests in the server, by Little's law). The other twin must be faster by `hysteresis`, and
   no change happens within `dwell_seconds` of the last one, so traffic never flaps.
 * retune: `num_speculative_tokens` follows the per-position acceptance: lowered to the positions
@@ -43,6 +44,8 @@ class Observation:
     baseline: Serving | None
     acceptance: Acceptance | None
     """The speculative twin's acceptance over the interval."""
+    unhealthy: frozenset[Variant] = frozenset()
+    """Twins none of whose pods answered /metrics this interval (no ready pod, or all silent)."""
 
     def serving(self, variant: Variant) -> Serving | None:
         return self.speculative if variant == "speculative" else self.baseline
@@ -170,6 +173,11 @@ def decide_switch(policy: PolicySpec, memory: Memory, obs: Observation) -> tuple
     active, other = memory.active, _other(memory.active)
     level = observed_level(obs)
     evidence = _evidence(memory, obs, level)
+    if active in obs.unhealthy and other not in obs.unhealthy:
+        # Health before speed, as Argo Rollouts and Flagger gate on health first: no dwell and
+        # no evidence needed to leave a twin that cannot serve for one that answers.
+        why = f"no pod of the {active} twin answers; traffic to the {other} twin, which does"
+        return _switch(memory, obs, "ActiveUnhealthy", why, evidence)
     if level is None:
         return memory, _hold("Idle", f"the {active} twin finished no request", evidence, active)
     mine, theirs = memory.tpot.get(active, {}).get(level), memory.tpot.get(other, {}).get(level)

@@ -19,11 +19,16 @@ RULES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("specdeploy.io", "speculativedeployments/finalizers", ("update",)),
     ("", "events", ("create",)),  # Events on the resource
     ("", "pods", ("list",)),  # the twins' pods, to scrape /metrics
-    # owned objects: read to refuse foreign ones, then server-side apply (PATCH)
-    ("", "services", ("get", "patch")),
-    ("", "configmaps", ("get", "patch")),
-    ("", "persistentvolumeclaims", ("get", "patch")),
-    ("apps", "deployments", ("get", "list", "patch")),  # list: the Ready condition
-    ("leaderworkerset.x-k8s.io", "leaderworkersets", ("get", "patch")),
-    ("gateway.networking.k8s.io", "httproutes", ("get", "patch")),
+    # owned objects: read to refuse foreign ones, then server-side apply (PATCH). An apply that
+    # creates the object is authorized as `create` too: a Role with get/patch only gets 403
+    # "cannot create resource" on the first apply (createAuthorizerAttributes in
+    # https://github.com/kubernetes/kubernetes/blob/v1.36.0/staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go)
+    # delete: pruning what the plan no longer has (after `deploy.baseline: false`, the baseline
+    # twin), each object only while it is owned by the resource and has the uid it had.
+    ("", "services", ("get", "create", "patch", "delete")),
+    ("", "configmaps", ("get", "create", "patch", "delete")),
+    ("", "persistentvolumeclaims", ("get", "create", "patch", "delete")),
+    ("apps", "deployments", ("get", "list", "create", "patch", "delete")),  # list: Ready
+    ("leaderworkerset.x-k8s.io", "leaderworkersets", ("get", "create", "patch", "delete")),
+    ("gateway.networking.k8s.io", "httproutes", ("get", "create", "patch", "delete")),
 )

@@ -10,8 +10,9 @@ resource does not own is never touched; the Ready condition says which.
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -20,13 +21,16 @@ import yaml
 from orchestrator.compatibility.rule import Finding
 from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
 from orchestrator.emitters.base import Manifest
-from orchestrator.operator.objects import Owner, owned_by, owned_manifests
+from orchestrator.operator.admission import IMAGE_RULE, SECRET_RULE, Admission
+from orchestrator.operator.objects import KINDS, Owner, owned_by, owned_manifests
 from orchestrator.operator.policy import Memory, Variant
 from orchestrator.plan.build import plan_profile, profile_findings
 from orchestrator.plan.resolver import CheckpointSource
 from orchestrator.plan.types import DeploymentPlan, PlanResult, RejectedPlan
 from orchestrator.profile.loading import ProfileInvalid, parse_profile
 from orchestrator.profile.schema import Profile
+
+_log = logging.getLogger("specdeploy.operator")
 
 ConditionType = Literal["Validated", "MemoryFits", "Ready", "Speculating"]
 #: Order of the conditions in status.
@@ -63,7 +67,9 @@ def reconcile(
     conditions = conditions_of(status)
     if isinstance(result, RejectedPlan):
         summary = "; ".join(f"{f.rule}: {f.what}" for f in result.errors)
-        set_condition(conditions, "Validated", False, "Invalid", summary, generation)
+        refused = all(f.rule in (IMAGE_RULE, SECRET_RULE) for f in result.errors)
+        why = "NotAllowed" if refused else "Invalid"
+        set_condition(conditions, "Validated", False, why, summary, generation)
         set_condition(conditions, "MemoryFits", *_memory(result), generation)
         set_condition(
             conditions,
@@ -74,7 +80,7 @@ def reconcile(
             generation,
         )
         set_condition(conditions, "Speculating", False, "Invalid", "not deployed", generation)
-        emit("Warning", "Invalid", f"{len(result.errors)} error(s): {summary}"[:1000])
+        emit("Warning", why, f"{len(result.errors)} error(s): {summary}"[:1000])
         return {**out, "conditions": conditions, "verdict": "Invalid"}
     set_condition(conditions, "Validated", True, "Planned", _warnings(result), generation)
     set_condition(conditions, "MemoryFits", *_memory(result), generation)
@@ -83,6 +89,9 @@ def reconcile(
     foreign = [m for m in manifests if _foreign(cluster, m, owner)]
     applied = [m for m in manifests if m not in foreign]
     cluster.apply(applied)
+    pruned = _prune(cluster, owner, object_refs(status, "owned", owner.namespace), applied)
+    if pruned:
+        emit("Normal", "Pruned", "deleted what the plan no longer has: " + ", ".join(pruned))
     if foreign:
         names = ", ".join(f"{m.kind}/{m.name}" for m in foreign)
         message = f"{names} exist(s) and belong(s) to someone else; left untouched"
@@ -100,19 +109,23 @@ def reconcile(
             "objects applied; waiting for the twins",
             generation,
         )
-    speculating = active == "speculative" and result.profile.speculative
+    speculating = active == "speculative" and result.profile.speculative and not foreign
     set_condition(
         conditions,
         "Speculating",
         speculating,
-        "Speculative" if speculating else "Baseline",
-        f"traffic goes to the {active} twin",
+        "ForeignObject" if foreign else "Speculative" if speculating else "Baseline",
+        "not all objects are ours (see Ready)" if foreign else f"traffic goes to the {active} twin",
         generation,
     )
     emit("Normal", "Applied", f"applied {len(applied)} object(s) (field manager specdeploy)")
     traffic = traffic_status(result.profile, active)
     return {
         **out,
+        "objects": {
+            "owned": [object_ref(m) for m in applied],
+            "foreign": [object_ref(m) for m in foreign],
+        },
         "conditions": conditions,
         "traffic": traffic,
         "verdict": verdict(result.profile, active),
@@ -127,7 +140,13 @@ def plan_resource(body: Mapping[str, Any], source: CheckpointSource) -> PlanResu
     except ProfileInvalid as exc:
         return RejectedPlan(Path(label), tuple(profile_findings(exc)))
     profile = effective_profile(profile, body.get("status") or {})
-    return plan_profile(profile, source, profile_path=Path(label))
+    result = plan_profile(profile, source, profile_path=Path(label))
+    refused = Admission.from_env().findings(profile)
+    if refused and isinstance(result, DeploymentPlan):
+        return RejectedPlan(Path(label), (*result.findings, *refused), profile=profile)
+    if refused and isinstance(result, RejectedPlan):
+        return replace(result, findings=(*result.findings, *refused))
+    return result
 
 
 def profile_of(body: Mapping[str, Any]) -> Profile:
@@ -146,7 +165,25 @@ def effective_profile(profile: Profile, status: Mapping[str, Any]) -> Profile:
     chosen = Memory.from_status(loop).num_speculative_tokens
     if chosen is None or loop.get("specTokens") != profile.proposer.num_speculative_tokens:
         return profile  # never retuned, or the spec's own value changed since: the spec wins
-    proposer = profile.proposer.model_copy(update={"num_speculative_tokens": chosen})
+    rules = profile.policy.retune
+    # retune lowers from the spec's value or raises up to max_tokens: nothing else is its choice
+    upper = max(rules.max_tokens, profile.proposer.num_speculative_tokens or 0)
+    if not rules.min_tokens <= chosen <= upper:
+        # status is writable by whoever may patch status/, not only by this loop: a value retune
+        # could not have chosen is an edit, and the spec's own value is applied instead
+        _log.warning(
+            "%s: status.loop.numSpeculativeTokens=%s is outside policy.retune's %d..%d; "
+            "the spec's num_speculative_tokens=%s is applied",
+            profile.metadata.name,
+            chosen,
+            rules.min_tokens,
+            upper,
+            profile.proposer.num_speculative_tokens,
+        )
+        return profile
+    # validated, not model_copy'd: every rule of the proposer's schema holds for the new value
+    document = profile.proposer.model_dump(mode="json", exclude_unset=True)
+    proposer = type(profile.proposer).model_validate({**document, "num_speculative_tokens": chosen})
     return profile.model_copy(update={"proposer": proposer})
 
 
@@ -239,6 +276,80 @@ def _warnings(plan: DeploymentPlan) -> str:
     if not warnings:
         return "the plan passed every rule"
     return f"{len(warnings)} warning(s): " + "; ".join(f"{f.rule}: {f.what}" for f in warnings)
+
+
+def object_ref(manifest: Manifest) -> dict[str, str]:
+    """How status names an object reconcile applied or left alone (`status.objects`)."""
+    return {"apiVersion": manifest.api_version, "kind": manifest.kind, "name": manifest.name}
+
+
+#: The kinds the operator applies: the only ones it looks up from status, or deletes.
+MANAGED: Final = frozenset((k.api_version, k.kind) for k in KINDS)
+#: Most objects `status.objects` lists per group: a resource owns a handful.
+MAX_OBJECT_REFS: Final = 32
+
+
+def object_refs(
+    status: Mapping[str, Any], group: Literal["owned", "foreign"], namespace: str
+) -> list[Manifest]:
+    """`status.objects.<group>` as manifests to look up in the resource's namespace; entries that
+    are not refs, or of kinds the operator does not manage, are skipped (status is writable by
+    more than this operator)."""
+    found = []
+    listed = (
+        (status.get("objects") or {}).get(group)
+        if isinstance(status.get("objects"), dict)
+        else None
+    )
+    for ref in (listed if isinstance(listed, list) else [])[:MAX_OBJECT_REFS]:
+        if isinstance(ref, dict) and all(
+            isinstance(ref.get(k), str) and ref[k] for k in ("apiVersion", "kind", "name")
+        ):
+            if (ref["apiVersion"], ref["kind"]) not in MANAGED:
+                continue
+            body = {
+                "apiVersion": ref["apiVersion"],
+                "kind": ref["kind"],
+                "metadata": {"name": ref["name"], "namespace": namespace},
+            }
+            found.append(Manifest(body=body, source="status.objects"))
+    return found
+
+
+def needs_reconcile(
+    cluster: KubernetesCluster, owner: Owner, status: Mapping[str, Any]
+) -> str | None:
+    """Why the resource must be planned and applied again although its spec did not change, or
+    None: every object it left to someone else is gone or now ours (the ForeignObject condition
+    would otherwise never clear), or an object it applied was deleted (healed within an
+    interval). kopf reconciles on spec changes only; the control loop asks this every interval."""
+    foreign = object_refs(status, "foreign", owner.namespace)
+    if foreign and not any(_foreign(cluster, m, owner) for m in foreign):
+        return "the objects that belonged to someone else are gone"
+    missing = [m for m in object_refs(status, "owned", owner.namespace) if cluster.live(m) is None]
+    if missing:
+        names = ", ".join(f"{m.kind}/{m.name}" for m in missing)
+        return f"{names} was deleted; recreated"
+    return None
+
+
+def _prune(
+    cluster: KubernetesCluster, owner: Owner, before: list[Manifest], applied: list[Manifest]
+) -> list[str]:
+    """Delete the objects the last reconcile applied that this one does not (after
+    `deploy.baseline: false`, the baseline twin and its GPU), each only while it is still ours:
+    owned by this resource, and the same object (a uid precondition)."""
+    kept = {(m.api_version, m.kind, m.name) for m in applied}
+    deleted = []
+    for manifest in before:
+        if (manifest.api_version, manifest.kind, manifest.name) in kept:
+            continue
+        live = cluster.live(manifest)
+        if live is None or not owned_by(live, owner):
+            continue
+        if cluster.delete_object(manifest, str(live["metadata"]["uid"])):
+            deleted.append(f"{manifest.kind}/{manifest.name}")
+    return deleted
 
 
 def _foreign(cluster: KubernetesCluster, manifest: Manifest, owner: Owner) -> bool:

@@ -9,12 +9,16 @@ wherever the operator happens to run.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
+from orchestrator.checkpoint.catalog.user import take_warnings
 from orchestrator.checkpoint.info import CheckpointInfo, Unresolved, looks_like_path
 from orchestrator.checkpoint.resolution import CheckpointResolver
 from orchestrator.plan.types import ModelLocation
+
+_LOG = logging.getLogger("specdeploy.operator.catalog")
 
 
 class InClusterCheckpoints:
@@ -38,7 +42,10 @@ class InClusterCheckpoints:
                 "`specdeploy catalog add DIR --as org/name` in the operator's catalog",
             )
             return Unresolved(field=field, model=model, revision=revision, tried=tried)
-        return self._resolver.resolve(field, model, revision)
+        found = self._resolver.resolve(field, model, revision)
+        for warning in take_warnings():  # a damaged catalog entry: said once, in the log
+            _LOG.warning("%s", warning.render())
+        return found
 
     def locate(self, model: str) -> ModelLocation:
         return ModelLocation(model, None)

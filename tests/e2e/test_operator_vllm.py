@@ -10,7 +10,9 @@ timed alone, as `specdeploy bench` does), so the operator times both at the curr
 
 * switch: at concurrency 1 the speculative twin is faster; at 12 it is slower (k=8 drafts cost
   the verifier most in a full batch), so traffic moves to the baseline and back, once each, at
-  least a dwell apart, and stays where it went while the load does.
+  least a dwell apart, and stays where it went while the load does. Where the CPU has no such
+  crossover (measured first, `high_load_ratio`: seen on a Xeon with AMX), the test skips, saying
+  what it measured.
 * retune: the noisy draft is accepted at its deep positions far less often than at the first,
   so retune lowers num_speculative_tokens and rolls the speculative twin with the new value.
 """
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -38,10 +41,13 @@ from orchestrator.bench.client import (
     resolve_model,
     stream_request,
 )
+from orchestrator.bench.metrics import parse_prometheus
 from orchestrator.bench.workload import load_workload
 from orchestrator.cli import cli
 from orchestrator.dev.layered import DRAFT_LENGTH, LayeredModels, make_layered_models
 from orchestrator.dev.tiny_models import DEFAULT_DIR
+from orchestrator.engines import ENGINES
+from orchestrator.engines.metrics import Samples
 from orchestrator.runner.local import stop
 from tests.e2e.servers import VLLM_BIN, VLLM_PYTHON, require_vllm, server_env, wait_healthy
 from tests.operator.conftest import CR, Operator, resource, status_of, wait_for
@@ -99,6 +105,46 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LayeredMod
             wait_healthy(process, f"http://{HOSTS[variant]}:{port}", log_path, 300)
         warm_up(port)
         yield models, port
+
+
+@pytest.fixture(scope="module")
+def high_load_ratio(twins: tuple[LayeredModels, int]) -> float:
+    """Baseline over speculative time per output token at HIGH, from vLLM's own histograms,
+    measured before any operator runs: below 1 the speculative twin is slower there."""
+    _, port = twins
+    tpot = time_per_output_token(port, HIGH, 3 * INTERVAL_S)
+    return tpot["baseline"] / tpot["speculative"]
+
+
+def time_per_output_token(port: int, concurrency: int, seconds: float) -> dict[str, float]:
+    """Each twin's mean time per output token over `seconds` of SlicedLoad at `concurrency`."""
+
+    def scrape() -> dict[str, Samples]:
+        return {
+            variant: parse_prometheus(
+                httpx.get(f"http://{host}:{port}/metrics", timeout=10, trust_env=False).text,
+                by_label="position",
+            )
+            for variant, host in HOSTS.items()
+        }
+
+    before = scrape()
+    load = SlicedLoad(port)
+    try:
+        load.concurrency = concurrency
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            load.check()
+            time.sleep(0.5)
+    finally:
+        load.close()
+    after = scrape()
+    found = {}
+    for variant in HOSTS:
+        window = ENGINES["vllm"].metrics.serving(before[variant], after[variant])
+        assert window is not None and window.tpot_s, f"{variant}: no requests timed: {window}"
+        found[variant] = window.tpot_s
+    return found
 
 
 def warm_up(port: int) -> None:
@@ -257,9 +303,20 @@ def layered_resource(
 
 
 def test_switch_follows_the_crossover_without_flapping(
-    twins: tuple[LayeredModels, int], cluster: tuple[FakeCluster, Operator]
+    twins: tuple[LayeredModels, int], cluster: tuple[FakeCluster, Operator], high_load_ratio: float
 ) -> None:
     models, port = twins
+    if high_load_ratio > 0.85:
+        # Seen on a 2-core Xeon with AMX (bf16 matrix units): a verify pass over 12 x 9 tokens
+        # costs barely more than one over 12, so the noisy k=8 draft stayed 1.5-2x faster at
+        # concurrency 12 (fp32 and a 16-token budget were tried too). Without a crossover there is
+        # nothing for `switch` to follow; the policy itself is tested on scripted twins
+        # (tests/operator/test_loop.py, tests/operator/test_policy.py).
+        pytest.skip(
+            f"this CPU has no crossover below concurrency {HIGH}: the speculative twin is "
+            f"{high_load_ratio:.2f}x as fast per output token as the baseline there (vLLM's own "
+            "histograms, measured before the operator ran); the test needs it 0.85x or slower"
+        )
     api, operator = cluster
     policy = {
         "mode": "switch",

@@ -116,3 +116,23 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def events(api: FakeCluster, reason: str) -> list[dict[str, Any]]:
     return [e for e in api.list("api/v1", "events") if e.get("reason") == reason]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    binary = REPO_ROOT / ".ci" / "bin" / "helm"
+    if not binary.exists():
+        pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
+    home = tmp_path_factory.mktemp("helm-home")
+    with pytest.MonkeyPatch.context() as patch:
+        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+            patch.setenv(var, str(home / var.lower()))
+        yield [str(binary)]
+
+
+def helm_run(helm: list[str], *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

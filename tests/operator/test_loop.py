@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,7 +16,16 @@ import pytest
 import yaml
 
 from orchestrator.operator.rbac import RULES
-from tests.operator.conftest import CR, NAME, Operator, events, resource, status_of, wait_for
+from tests.operator.conftest import (
+    CR,
+    NAME,
+    Operator,
+    events,
+    helm_run,
+    resource,
+    status_of,
+    wait_for,
+)
 from tests.operator.fake_api import FakeCluster
 from tests.support import REPO_ROOT
 
@@ -153,24 +163,43 @@ def test_switch_moves_the_front_service_and_says_why(
     assert used <= allowed, f"not granted: {sorted(used - allowed)}"
 
 
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    binary = REPO_ROOT / ".ci" / "bin" / "helm"
-    if not binary.exists():
-        pytest.skip("helm is not installed (.ci/install-k8s-tools.sh)")
-    home = tmp_path_factory.mktemp("helm-home")
-    with pytest.MonkeyPatch.context() as patch:
-        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-            patch.setenv(var, str(home / var.lower()))
-        yield [str(binary)]
+def test_failover_within_an_interval_and_both_down_holds_with_events(
+    api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin]
+) -> None:
+    port = twins["speculative"].server.server_address[1]
+    policy = {"mode": "switch", "interval_seconds": 1, "dwell_seconds": 600, "smoothing": 1.0}
+    api.put(*CR, resource(policy=policy, serving={"port": port}))
+    wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
+    add_pods(api)
+    twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020
+    wait_for(
+        "speculation winning",
+        lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",
+        operator,
+    )
 
+    def down(variant: str) -> None:  # its pod stops answering: connections are refused
+        twins[variant].server.shutdown()
+        twins[variant].server.server_close()
 
-def helm_run(helm: list[str], *args: str) -> str:
-    import subprocess
+    down("speculative")
+    # a 600 s dwell does not hold a failover: health comes before speed
+    wait_for("traffic on the baseline", lambda: selector(api) == "baseline", operator, timeout=15)
+    [failover] = wait_for("the failover event", lambda: events(api, "ActiveUnhealthy"), operator)
+    assert failover["type"] == "Warning" and "speculative twin" in failover["message"]
+    [unhealthy] = events(api, "TwinUnhealthy")
+    assert unhealthy["type"] == "Warning" and "speculative" in unhealthy["message"]
+    # the Event is posted before the status patch lands: wait for the decision too
+    decisions = wait_for(
+        "the failover decision in status", lambda: status_of(api).get("decisions"), operator
+    )
+    assert decisions[-1]["reason"] == "ActiveUnhealthy"
 
-    done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    down("baseline")
+    [both] = wait_for("the both-down event", lambda: events(api, "NoTwinAnswers"), operator)
+    assert both["type"] == "Warning" and "stays on the baseline twin" in both["message"]
+    time.sleep(3)  # holds: no flapping to a twin that does not answer either, no repeated Events
+    assert selector(api) == "baseline" and len(events(api, "NoTwinAnswers")) == 1
 
 
 def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
@@ -187,10 +216,11 @@ def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
         ("Role", "a"), ("Role", "b"), ("RoleBinding", "a"), ("RoleBinding", "b"),
     ]  # fmt: skip
     [deployment] = [d for d in namespaced if d["kind"] == "Deployment"]
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "--namespace=a",
-        "--namespace=b",
-    ]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--namespace=a", "--namespace=b"]
+    # ready once kopf answers its liveness endpoint (tests/operator/test_operator.py runs it)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "http://0.0.0.0:8080/healthz" in container["command"]
     clusterwide = [
         d
         for d in yaml.safe_load_all(
@@ -222,13 +252,15 @@ def test_the_chart_grants_exactly_the_operators_rules(helm: list[str]) -> None:
 
 def test_every_rule_is_needed() -> None:
     """Each granted resource is one the operator reads, applies or watches (objects.KINDS and the
-    loop): no wildcard, no delete (garbage collection deletes), no secrets."""
+    loop): no wildcard, no secrets, and delete only on what it applies (pruning; garbage
+    collection deletes the rest when the resource goes)."""
     from orchestrator.operator.objects import KINDS
 
     applied = {(_group(k.api_version), _plural(k.kind)) for k in KINDS}
     for group, name, verbs in RULES:
-        assert "*" not in verbs and "*" not in name and "delete" not in verbs
-        if verbs == ("get", "patch"):
+        assert "*" not in verbs and "*" not in name and "secrets" not in name
+        assert "delete" not in verbs or (group, name) in applied, (group, name)
+        if "patch" in verbs and group != "specdeploy.io":
             assert (group, name) in applied
     assert {(_group(k.api_version), _plural(k.kind)) for k in KINDS} <= {
         (g, r) for g, r, _ in RULES

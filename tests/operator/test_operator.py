@@ -119,6 +119,8 @@ def test_an_invalid_resource_gets_a_condition_and_an_event_not_a_crash_loop(
     assert status["verdict"] == "Invalid"
     [event] = wait_for("a Warning event", lambda: events(api, "Invalid"), operator)
     assert event["type"] == "Warning" and "num_speculative_token" in event["message"]
+    # the operator's own log says it too, not only the Event
+    assert f"default/{NAME}: Invalid: 1 error(s)" in operator.output()
     assert api.list(*DEPLOYMENTS) == []
     status_patches = [r for r in api.requests if r[0] == "PATCH" and "/status" in r[1]]
     assert len(status_patches) <= 2 and operator.alive()  # handled once, not retried
@@ -140,14 +142,74 @@ def test_objects_it_does_not_own_are_left_alone(api: FakeCluster, operator: Oper
             "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
         },
     )
-    api.put(*CR, resource())
+    api.put(*CR, resource(policy={"mode": "static", "interval_seconds": 1}))
     status = planned(api, operator)
     ready = condition(status, "Ready")
     assert ready["reason"] == "ForeignObject" and f"Service/{NAME}-front" in ready["message"]
+    assert condition(status, "Speculating")["status"] == "False"
     assert wait_for("a ForeignObject event", lambda: events(api, "ForeignObject"), operator)
     after = api.get(*SERVICES, "default", f"{NAME}-front")
     assert after == theirs  # not one field changed
     assert api.get(*DEPLOYMENTS, "default", NAME) is not None  # the rest is applied
+
+    # once theirs is gone, the condition clears on its own (no spec change) and ours is applied
+    api.delete(*SERVICES, "default", f"{NAME}-front")
+    ours = wait_for(
+        "the front Service applied as ours",
+        lambda: (
+            (api.get(*SERVICES, "default", f"{NAME}-front") or {})
+            .get("metadata", {})
+            .get("ownerReferences")
+        ),
+        operator,
+    )
+    assert ours[0]["kind"] == "SpeculativeDeployment"
+    cleared = wait_for(
+        "Ready no longer ForeignObject",
+        lambda: condition(status_of(api), "Ready")["reason"] != "ForeignObject" and status_of(api),
+        operator,
+    )
+    assert condition(cleared, "Speculating")["status"] == "True"
+    assert any("are gone" in e["message"] for e in events(api, "Reconciled"))
+
+
+def test_what_the_plan_no_longer_has_is_pruned_and_only_that(
+    api: FakeCluster, operator: Operator
+) -> None:
+    api.put(*CR, resource())
+    planned(api, operator)
+    assert api.get(*DEPLOYMENTS, "default", f"{NAME}-baseline") is not None
+    without = resource(deploy={"baseline": False})
+    api.put(*CR, without)
+    planned(api, operator, generation=2)
+    [event] = wait_for("a Pruned event", lambda: events(api, "Pruned"), operator)
+    assert f"Deployment/{NAME}-baseline" in event["message"]
+    assert f"Service/{NAME}-baseline" in event["message"]
+    assert api.get(*DEPLOYMENTS, "default", f"{NAME}-baseline") is None  # its GPU is free
+    assert api.get(*SERVICES, "default", f"{NAME}-baseline") is None
+    assert api.get(*DEPLOYMENTS, "default", NAME) is not None  # the rest stays
+    owned = status_of(api)["objects"]["owned"]
+    assert {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAME} in owned
+    assert all(o["name"] != f"{NAME}-baseline" for o in owned)
+
+
+def test_an_owned_object_deleted_by_hand_is_recreated_within_an_interval(
+    api: FakeCluster, operator: Operator
+) -> None:
+    api.put(*CR, resource(policy={"mode": "static", "interval_seconds": 1}))
+    planned(api, operator)
+    api.delete(*DEPLOYMENTS, "default", f"{NAME}-baseline")
+    api.delete(*SERVICES, "default", f"{NAME}-front")
+    wait_for(
+        "both recreated",
+        lambda: (
+            api.get(*DEPLOYMENTS, "default", f"{NAME}-baseline")
+            and api.get(*SERVICES, "default", f"{NAME}-front")
+        ),
+        operator,
+    )
+    [healed] = wait_for("a Reconciled event", lambda: events(api, "Reconciled"), operator)
+    assert f"Deployment/{NAME}-baseline" in healed["message"] and "recreated" in healed["message"]
 
 
 def test_deleting_the_resource_deletes_what_it_owns_and_nothing_else(
@@ -195,3 +257,28 @@ def test_a_restarted_operator_changes_nothing(api: FakeCluster, operator: Operat
         for o in api.list(*DEPLOYMENTS) + api.list(*SERVICES)
     }
     assert after == before
+
+
+def test_the_readiness_endpoint_answers_once_kopf_runs(api: FakeCluster, tmp_path: Any) -> None:
+    """The chart's readinessProbe and livenessProbe GET kopf's liveness endpoint."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    running = Operator(api, tmp_path)
+    running.start("--liveness", f"http://127.0.0.1:{port}/healthz")
+    try:
+
+        def answer() -> Any:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    return r.status == 200 and r.read()
+            except OSError:
+                return None
+
+        body = wait_for("kopf's /healthz", answer, running, timeout=30)
+        assert body is not None
+    finally:
+        running.stop()

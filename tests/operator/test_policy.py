@@ -184,6 +184,35 @@ def retune(rounds: list[Acceptance], k: int = 4, policy: PolicySpec = RETUNE) ->
     return decisions
 
 
+class TestHealthFirst:
+    """A dead active twin loses its traffic at once to a twin that answers (issue 21: before,
+    "Idle" forever, 0 switches in a simulated hour)."""
+
+    def test_traffic_leaves_a_dead_active_twin_within_the_dwell(self) -> None:
+        memory = Memory(active="speculative", changed_at=95.0)  # a change 5 s ago: dwelling
+        dead = Observation(100.0, INTERVAL, None, serving(20), None, frozenset({"speculative"}))
+        memory, decision = step(SWITCH, memory, dead, 4)
+        assert (decision.action, decision.reason, decision.active) == (
+            "switch", "ActiveUnhealthy", "baseline",
+        )  # fmt: skip
+        # and it does not flap back while the speculative twin stays dead
+        again = Observation(110.0, INTERVAL, None, serving(20), None, frozenset({"speculative"}))
+        _, held = step(SWITCH, memory, again, 4)
+        assert held.action == "hold" and held.active == "baseline"
+
+    def test_both_dead_holds(self) -> None:
+        both = Observation(
+            100.0, INTERVAL, None, None, None, frozenset({"speculative", "baseline"})
+        )
+        _, decision = step(SWITCH, Memory(), both, 4)
+        assert decision.action == "hold" and decision.active == "speculative"
+
+    def test_a_dead_idle_twin_changes_nothing(self) -> None:
+        idle_dead = Observation(100.0, INTERVAL, serving(10), None, None, frozenset({"baseline"}))
+        _, decision = step(SWITCH, Memory(), idle_dead, 4)
+        assert decision.action == "hold" and decision.active == "speculative"
+
+
 class TestRetune:
     def test_lowers_to_the_positions_still_accepted_often_enough(self) -> None:
         [decision] = retune([accepted(0.69, 0.36, 0.22, 0.18)])

@@ -4,6 +4,8 @@ example profile, accepted by the API's own CRD schema, equal to the chart's copy
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -179,12 +181,35 @@ class TestPlanningAResource:
             in finding.what + finding.why + finding.fix + str(finding)
         )
 
+    def test_a_damaged_user_catalog_entry_is_logged_once_and_hides_nothing(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        catalog = Path(os.environ["SPECDEPLOY_CATALOG"])
+        catalog.write_text('{"models": {"acme/bad": "oops"}}', encoding="utf-8")
+        source = InClusterCheckpoints(offline=True)
+        with caplog.at_level(logging.WARNING, logger="specdeploy.operator.catalog"):
+            for _ in range(3):  # every reconcile plans again
+                assert isinstance(plan_resource(body(profile_text()), source), DeploymentPlan)
+        [record] = caplog.records
+        assert f"user catalog {catalog}: entry 'acme/bad' is skipped" in record.getMessage()
+
     def test_the_retuned_length_survives_until_the_spec_changes_it(self) -> None:
         profile = parse_profile(profile_text(policy="{mode: retune}"))
         retuned = {"loop": {"numSpeculativeTokens": 2, "specTokens": 4}}
         assert effective_profile(profile, retuned).proposer.num_speculative_tokens == 2
         edited = {"loop": {"numSpeculativeTokens": 2, "specTokens": 5}}
         assert effective_profile(profile, edited).proposer.num_speculative_tokens == 4
+
+    @pytest.mark.parametrize("forged", [100000, 0, -3, 9])
+    def test_a_status_edit_outside_the_retune_bounds_is_not_applied(
+        self, forged: int, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # whoever may patch status/ is not the loop: max_tokens defaults to 8
+        profile = parse_profile(profile_text(policy="{mode: retune}"))
+        forged_status = {"loop": {"numSpeculativeTokens": forged, "specTokens": 4}}
+        with caplog.at_level(logging.WARNING, logger="specdeploy.operator"):
+            assert effective_profile(profile, forged_status).proposer.num_speculative_tokens == 4
+        assert f"numSpeculativeTokens={forged} is outside policy.retune's 1..8" in caplog.text
 
     def test_gateway_gets_a_weighted_httproute_to_both_twins(self) -> None:
         text = profile_text(policy="{mode: switch, gateway: {name: inference, namespace: gw}}")
