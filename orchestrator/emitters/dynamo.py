@@ -13,7 +13,9 @@ the worker's own defaults, so the speculative config arrives as rendered.
 
 The runtime image carries Dynamo and its own engine release: specdeploy uses engine.image when
 the profile sets one, else Dynamo's runtime image for the engine, and cannot check that image's
-engine release against engine.version.
+engine release against engine.version. With the default image the audit annotation
+`specdeploy.io/engine-version` therefore says that the release is the image's and unverified,
+rather than naming engine.version as if it ran.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ SOURCE: Final = "orchestrator/emitters/dynamo.py"
 SHM_VOLUME: Final = "dshm"
 #: The audit annotation of the image that runs (Dynamo's runtime image, not the engine's own).
 IMAGE_ANNOTATION: Final = "specdeploy.io/image"
+VERSION_ANNOTATION: Final = "specdeploy.io/engine-version"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,18 @@ class DynamoEmitter(PlatformEmitter):
         return out
 
 
+def runtime_annotations(plan: DeploymentPlan, image: str) -> dict[str, str]:
+    """The audit annotations of what runs: the image, and the engine release only where the
+    profile pinned the image (engine.image); Dynamo's default runtime image carries its own."""
+    engine = plan.profile.engine
+    out = {IMAGE_ANNOTATION: image}
+    if engine.image is None:
+        out[VERSION_ANNOTATION] = (
+            f"the release {image} carries (unverified; planned for {engine.version})"
+        )
+    return out
+
+
 def graph(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     """The DynamoGraphDeployment of one twin."""
     engine = plan.profile.engine
@@ -124,7 +139,7 @@ def graph(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     main["volumeMounts"] = [m for m in main["volumeMounts"] if m["name"] != SHM_VOLUME]
     pod = pod_spec(ctx, [main])
     pod["volumes"] = [v for v in pod["volumes"] if v["name"] != SHM_VOLUME]
-    annotations = {**ctx.pod.annotations, IMAGE_ANNOTATION: image}
+    annotations = {**ctx.pod.annotations, **runtime_annotations(plan, image)}
     worker: dict[str, Any] = {
         "name": "worker",
         "type": "worker",
@@ -155,7 +170,10 @@ def graph(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "DynamoGraphDeployment",
-        "metadata": {**meta, "annotations": {**meta["annotations"], IMAGE_ANNOTATION: image}},
+        "metadata": {
+            **meta,
+            "annotations": {**meta["annotations"], **runtime_annotations(plan, image)},
+        },
         "spec": spec,
     }
 

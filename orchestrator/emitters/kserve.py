@@ -42,12 +42,25 @@ if TYPE_CHECKING:
 GROUP: Final = "serving.kserve.io"
 #: The port KServe's template serves on and probes (`--port 8000` in the template).
 KSERVE_PORT: Final = 8000
-#: Flags the template renders itself (from spec.parallelism and its own port); passing them again
-#: would only repeat them. `--revision` is dropped because the storage initializer already fetched
+#: Flags the template renders itself
+#: (https://github.com/kserve/kserve/blob/v0.20.0/config/llmisvcconfig/config-llm-template.yaml:
+#: `--served-model-name NAME publishers/NS/models/NAME`, its port, the tensor size from
+#: spec.parallelism, access-log, shutdown and TLS flags); passing one again makes the last copy
+#: win: a second `--served-model-name` would drop the `publishers/...` name KServe advertises in
+#: status.addresses[].models and routes on. `--revision` is dropped because the storage initializer already fetched
 #: the pinned revision (`hf://owner/model:revision`,
 #: https://github.com/kserve/kserve/blob/6f9057dd0934900d1b226ea3b9b8ff2d15dc23f2/python/storage/kserve_storage/kserve_storage.py)
 #: and vLLM reads the local copy in /mnt/models.
-TEMPLATE_FLAGS: Final = ("--port", "--tensor-parallel-size", "--revision")
+TEMPLATE_FLAGS: Final = (
+    "--served-model-name",
+    "--port",
+    "--tensor-parallel-size",
+    "--revision",
+    "--disable-access-log-for-endpoints",
+    "--shutdown-timeout",
+    "--ssl-certfile",
+    "--ssl-keyfile",
+)
 
 
 class KserveEmitter(PlatformEmitter):

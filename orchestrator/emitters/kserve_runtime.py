@@ -7,6 +7,14 @@ runs `python -m vllm.entrypoints.openai.api_server --port=8080 --served-model-na
 speculative config passes as the one JSON token it is. Our flags come after the runtime's, so our
 --served-model-name wins (both twins answer to the same model name). The storage initializer
 downloads `storageUri` (the target) into /mnt/models; the draft or head is downloaded by vLLM.
+
+KServe merges our predictor container into the runtime's with a strategic merge patch, then
+concatenates the args (`MergeRuntimeContainers`, kserve/kserve v0.20.0 commit 1fb7810,
+pkg/controller/v1beta1/inferenceservice/utils/utils.go). `resources.requests` and `.limits` are
+maps, so they merge per key: a key we leave out keeps the runtime's `cpu: 1, memory: 2Gi`, which
+OOM-kills an 8B model with a draft. We set cpu and memory requests and limits from the plan
+(orchestrator/memory/host.py has the formula and its reasons) beside the GPU limit. The image
+is pinned the same way: ours (the profile's engine release) replaces the runtime's `latest`.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from orchestrator.emitters.platform import (
     metadata,
     twins,
 )
+from orchestrator.engines import ENGINES
 from orchestrator.manifests.commands import container_command, topology
+from orchestrator.memory.host import host_resources
 
 if TYPE_CHECKING:
     from orchestrator.plan.types import DeploymentPlan
@@ -82,7 +92,11 @@ class KserveRuntimeEmitter(PlatformEmitter):
             args=runtime_args(twin),
             volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
         )
-        model.pop("image")  # the runtime's image (vLLM official, GPU or CPU build)
+        model["resources"] = pod_resources(plan, twin)
+        # `image` stays: the predictor's model is a core/v1 Container and the merge takes our
+        # image over the runtime's, which resolves to vllm/vllm-openai:latest (the runtime's
+        # `vllmserver:replace`, set by KServe's kustomization). Pinned, the pod runs the release
+        # the plan was checked against and the audit annotations name.
         model.pop("name")
         predictor: dict[str, Any] = {
             "minReplicas": twin.ctx.replicas,
@@ -98,6 +112,24 @@ class KserveRuntimeEmitter(PlatformEmitter):
         body = {"apiVersion": f"{GROUP}/v1beta1", "kind": "InferenceService", "metadata": meta}
         body["spec"] = {"predictor": predictor}
         return Manifest.parse(body, source="orchestrator/emitters/kserve_runtime.py")
+
+
+def pod_resources(plan: DeploymentPlan, twin: Twin) -> dict[str, dict[str, str]]:
+    """The GPU limit of the plan plus cpu and memory requests and limits for every key the
+    runtime sets, so none of the runtime's survives KServe's per-key merge."""
+    gpus = topology(plan.profile).gpus_per_pod
+    draft = None
+    if not twin.baseline and plan.draft_location is not None:
+        draft = plan.draft
+    host = host_resources(
+        gpus_per_pod=gpus,
+        shm_size=ENGINES[twin.launch.engine].shm_size,
+        target=plan.target,
+        draft=draft,
+    ).resources()
+    for key, values in twin.ctx.pod.resources.items():
+        host.setdefault(key, {}).update(values)
+    return host
 
 
 def runtime_args(twin: Twin) -> list[str]:

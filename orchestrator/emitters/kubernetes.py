@@ -49,11 +49,16 @@ class KubernetesEmitter(PlatformEmitter):
 
     def build(self, plan: DeploymentPlan) -> list[Manifest]:
         rendered = render_manifests(plan.manifests)
-        backends = [
-            Backend(t, str(t.ctx.service.metadata["name"]), t.ctx.service.port) for t in twins(plan)
-        ]
-        route = split_route(plan, backends)
+        route = traffic_split_route(plan)
         return rendered if route is None else [*rendered, route]
+
+
+def traffic_split_route(plan: DeploymentPlan) -> Manifest | None:
+    """The HTTPRoute between the twins' Services, or None without a split."""
+    backends = [
+        Backend(t, str(t.ctx.service.metadata["name"]), t.ctx.service.port) for t in twins(plan)
+    ]
+    return split_route(plan, backends)
 
 
 def render_manifests(manifests: ManifestSet) -> list[Manifest]:

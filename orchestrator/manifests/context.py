@@ -22,7 +22,7 @@ from orchestrator.engines import ENGINES
 from orchestrator.engines.base import EngineLaunch
 from orchestrator.manifests import commands
 from orchestrator.memory.gpus import find_gpu
-from orchestrator.plan.types import (
+from orchestrator.plan.inputs import (
     CONTAINER_DRAFT_DIR,
     CONTAINER_TARGET_DIR,
     ManifestInputs,
@@ -229,7 +229,13 @@ def object_name(profile: Profile, variant: Variant) -> str:
 
 def profile_selector(profile: Profile) -> dict[str, str]:
     """Labels every object of this profile carries (what status and delete select on)."""
-    return {"app.kubernetes.io/managed-by": MANAGED_BY, PROFILE_LABEL: profile.metadata.name}
+    return name_selector(profile.metadata.name)
+
+
+def name_selector(name: str) -> dict[str, str]:
+    """Labels every object of the profile named `name` carries: its metadata.name is all that
+    `delete` needs, so it also works for a profile that no longer validates."""
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, PROFILE_LABEL: name}
 
 
 def profile_hash(profile: Profile) -> str:

@@ -16,8 +16,13 @@ from orchestrator.plan.types import DeploymentPlan
 
 
 def helm_values(plan: DeploymentPlan) -> dict[str, Any]:
-    """Values for charts/specdeploy that render exactly the objects `render` writes."""
-    return plan.manifests.values()
+    """Values for charts/specdeploy that render exactly the objects `render` writes: the
+    manifest set, and the A/B HTTPRoute (`trafficSplit`, null without
+    deploy.baseline_traffic_percent), which the chart writes out as it is."""
+    from orchestrator.emitters.kubernetes import traffic_split_route
+
+    route = traffic_split_route(plan)
+    return {**plan.manifests.values(), "trafficSplit": None if route is None else route.body}
 
 
 def helm_values_yaml(plan: DeploymentPlan) -> str:
@@ -34,6 +39,12 @@ def values_schema() -> dict[str, Any]:
     schema: dict[str, Any] = TypeAdapter(ManifestSet).json_schema(
         by_alias=True, mode="serialization"
     )
+    schema["properties"]["trafficSplit"] = {
+        "anyOf": [{"type": "object"}, {"type": "null"}],
+        "default": None,
+        "description": "The A/B HTTPRoute between the twins (deploy.baseline_traffic_percent), "
+        "as `render` writes it; null for none.",
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "specdeploy chart values (written by `specdeploy render --helm-values`)"
     return schema

@@ -48,3 +48,15 @@ def tool(name: str) -> str:
         if candidate and Path(candidate).exists():
             return str(candidate)
     pytest.skip(f"{name} is not installed (.ci/install-k8s-tools.sh)")
+
+
+def at_release(profile: Path, directory: Path, version: str) -> Path:
+    """A copy of an example profile planned for another engine release (the one a platform
+    runs, e.g. Kaito's preset image's vLLM)."""
+    import yaml
+
+    document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    document["engine"]["version"] = version
+    path = directory / profile.name
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path

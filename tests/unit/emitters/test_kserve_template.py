@@ -101,6 +101,12 @@ def test_vllm_receives_the_launch_flags_intact(profile: str, tmp_path: Path) -> 
     ]
     ours = [t for t in _without(plan.launch_for(container=True).argv[3:])]
     assert received == kserve_own + ours
+    # One --served-model-name, the template's: with a second the last wins, and vLLM would stop
+    # answering to the publishers/... name KServe advertises and routes on.
+    assert received.count("--served-model-name") == 1
+    assert [t for t in received if t.startswith("--")] == list(
+        dict.fromkeys(t for t in received if t.startswith("--"))
+    ), "a flag reaches vLLM twice"
     spec_flag = received.index("--speculative-config")
     assert json.loads(received[spec_flag + 1])["method"] in ("draft_model", "ngram", "mtp")
 
@@ -126,8 +132,10 @@ def test_vllm_parses_the_same_speculative_config_as_the_launch(
         "model": "Qwen/Qwen3-0.6B",
         "num_speculative_tokens": 5,
     }
-    for key in ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "served_model_name"):
+    for key in ("max_model_len", "max_num_seqs", "gpu_memory_utilization"):
         assert via_kserve[key] == direct[key], key
+    name = speculative_service(plan)["spec"]["model"]["name"]
+    assert via_kserve["served_model_name"] == [name, f"publishers/team/models/{name}"]
     assert via_kserve["model_tag"] == "/mnt/models"  # the storage initializer's copy
 
 

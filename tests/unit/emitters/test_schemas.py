@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from orchestrator.emitters.base import EMITTER_CLASSES, emitter_for
+from orchestrator.emitters.kaito import KAITO_VLLM_VERSION
 from orchestrator.errors import IncompatibleError
 from orchestrator.plan.types import DeploymentPlan
 from tests.support import EXAMPLE_PROFILES, write_profile
+from tests.unit.emitters.conftest import at_release
 from tests.unit.emitters.referees import (
     PUBLISHED_VALUES_SCHEMA,
     TRANSCRIBED,
@@ -51,10 +53,16 @@ SHAPES: dict[str, dict[str, Any]] = {
 CASES = [*(p.stem for p in EXAMPLE_PROFILES), *SHAPES]
 
 
-def plan_for(case: str, tmp_path: Path) -> DeploymentPlan:
+def plan_for(case: str, tmp_path: Path, release: str | None = None) -> DeploymentPlan:
+    """The case's plan; `release`: planned for that vLLM release instead (vLLM cases only)."""
     if case in SHAPES:
-        return valid_plan(write_profile(tmp_path, f"{case}.yaml", **SHAPES[case]))
+        sections = dict(SHAPES[case])
+        if release is not None:
+            sections["engine"] = {"name": "vllm", "version": release}
+        return valid_plan(write_profile(tmp_path, f"{case}.yaml", **sections))
     (profile,) = [p for p in EXAMPLE_PROFILES if p.stem == case]
+    if release is not None:
+        profile = at_release(profile, tmp_path, release)
     return valid_plan(profile)
 
 
@@ -110,6 +118,18 @@ def test_every_emitted_object_validates(platform: str, case: str, tmp_path: Path
     for body in emitted:
         where = f"{body['kind']}/{body['metadata']['name']}"
         assert referee_errors(body) == [], where
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kaito_on_existing_nodes_validates(case: str, tmp_path: Path) -> None:
+    """nodes=existing (what the default nodes=provisioned refuses for want of a SKU), at the
+    vLLM release Kaito's preset image runs."""
+    if not case.startswith("vllm-") and case not in SHAPES:
+        pytest.skip("Kaito runs vLLM only")
+    plan = plan_for(case, tmp_path, release=KAITO_VLLM_VERSION)
+    for body in objects("kaito", plan, nodes="existing"):
+        assert "instanceType" not in body.get("resource", {})
+        assert referee_errors(body) == [], f"{body['kind']}/{body['metadata']['name']}"
 
 
 @pytest.mark.parametrize("case", ["vllm-qwen3-4b-draft", "split", "multinode"])

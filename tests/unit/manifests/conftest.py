@@ -48,9 +48,17 @@ def make_plan(tmp_path: Path) -> MakePlan:
 
 def validate_object(body: dict[str, Any]) -> None:
     """kubernetes-validate (strict) for built-in kinds; the vendored LWS schema plus strict
-    validation of its pod templates (wrapped in a Deployment) for LeaderWorkerSet."""
+    validation of its pod templates (wrapped in a Deployment) for LeaderWorkerSet; the Gateway
+    API referee for HTTPRoute."""
     if body["kind"] == "LeaderWorkerSet":
         _validate_lws(body)
+        return
+    if body["apiVersion"].startswith("gateway.networking.k8s.io/"):
+        # kubernetes-validate has no Gateway API kinds: the emitters' committed referee
+        # (tests/unit/emitters/referees.py) judges them as the API server would
+        from tests.unit.emitters.referees import crd_errors
+
+        assert crd_errors(body) == [], body
         return
     for version in K8S_VERSIONS:
         kubernetes_validate.validate(body, version, strict=True)

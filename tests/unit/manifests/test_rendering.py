@@ -329,8 +329,10 @@ class TestYamlInjection:
         def render(text: str) -> list[Manifest]:
             return manifests_for(
                 make_plan(
-                    target={"model": f"org/{text}", "revision": text},
-                    proposer={"method": "draft_model", "model": f"d/{text}", "revision": text},
+                    # Revisions are git refs, refused at load when they hold such text
+                    # (tests/hostile/test_hostile_fields.py); model references are free text.
+                    target={"model": f"org/{text}", "revision": "main"},
+                    proposer={"method": "draft_model", "model": f"d/{text}", "revision": "v1"},
                     serving={"extra_args": ["--disable-log-requests", text]},
                     deploy={"baseline": True},
                 )
