@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.checkpoint.reading import info_from_config
 from orchestrator.engines import ENGINES
-from orchestrator.memory.budget import MemoryEstimate, engine_kv_gib, estimate_memory
+from orchestrator.memory.budget import engine_kv_gib, estimate_memory
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.gpus import find_gpu
 from orchestrator.memory.kv import capacity, pool, target_layout
 from orchestrator.profile.schema import Profile

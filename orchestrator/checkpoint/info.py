@@ -48,6 +48,9 @@ class EagleHeadInfo:
     aux_layer_ids: tuple[int, ...] | None
     verifier_name: str | None = None
     verifier_architectures: tuple[str, ...] = ()
+    target_hidden_size_from: str | None = None
+    """Where target_hidden_size came from when the head's own config does not say: the verifier
+    the catalog records for it (whose hidden states the head reads), e.g. "Qwen/Qwen3-8B"."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,21 @@ class CheckpointInfo:
     moe_intermediate_size: int | None = None
     num_shared_experts: int | None = None
     first_k_dense_replace: int | None = None
+    mlp_types: tuple[str, ...] | None = None
+    """Per-layer feed-forward kind ("dense", "moe" or "none"), derived from however the config
+    places its MoE layers (orchestrator.checkpoint.layers.mlp_kinds); None for a dense model."""
+    dense_intermediate_size: int | None = None
+    """Width of the dense layers' MLP when it differs from `intermediate_size` (Llama 4
+    `intermediate_size_mlp`)."""
+    shared_expert_intermediate_size: int | None = None
+    """Summed width of one MoE layer's shared experts (None: no shared expert)."""
+    moe_latent_size: int | None = None
+    """Latent MoE (Nemotron 3 Super): routed experts read and write this width, between a
+    hidden -> latent and a latent -> hidden projection."""
+    gated_mlp: bool = True
+    """Three matrices per MLP / expert (gate, up, down); False for two (Nemotron-H relu2)."""
+    linear_mixer_params: int | None = None
+    """Parameters of one linear-attention / Mamba mixer (layers of kind linear_attention)."""
     # MLA (DeepSeek V2/V3)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
@@ -131,6 +149,9 @@ class CheckpointInfo:
     param_count: int | None = None
     weight_bytes: int | None = None
     """Exact bytes of all weights (index metadata.total_size or safetensors headers)."""
+    published_param_count: int | None = None
+    """The total parameter count the publisher states (model card, or an index's total_size over
+    its dtype), built-in catalog only; what the count from config.json is checked against."""
     custom_code: tuple[str, ...] = ()
     """config.json `auto_map` entries ("AutoModelForCausalLM=modeling_x.XForCausalLM"): the
     repository ships model code the engine runs only with trust_remote_code."""

@@ -113,6 +113,20 @@ _KIND_SPELLINGS: Final[Mapping[str, str]] = {
 #: Nemotron-H `hybrid_override_pattern` characters (transformers `_pattern_to_list`).
 _PATTERN_CHARS: Final[Mapping[str, str]] = {"M": LINEAR, "*": FULL, "-": NONE, "E": NONE}
 
+#: What each decoder layer's feed-forward block is: a dense MLP, a mixture of experts, or none
+#: (a Nemotron-H Mamba or attention layer carries no MLP).
+DENSE, MOE, NO_MLP = "dense", "moe", "none"
+#: Nemotron-H: "M" Mamba-2 mixer only, "*" attention only, "E" MoE only, "-" MLP only (vLLM
+#: `NemotronHMambaDecoderLayer` / `NemotronHAttentionDecoderLayer` / `NemotronHMoEDecoderLayer` /
+#: `NemotronHMLPDecoderLayer`, https://github.com/vllm-project/vllm/blob/00b08dc44519a82cbdd9061d92d1226985094622/vllm/model_executor/models/nemotron_h.py).
+_PATTERN_MLPS: Final[Mapping[str, str]] = {"M": NO_MLP, "*": NO_MLP, "-": DENSE, "E": MOE}
+#: Families whose MoE layers add one shared expert of `intermediate_size` that no config key
+#: declares: Llama 4 (`Llama4MoE.shared_expert`, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama4.py).
+FIXED_SHARED_EXPERTS: Final[Mapping[str, int]] = {"llama4_text": 1}
+#: Activations of a two-matrix (up, down) MLP; every other activation is gated (gate, up, down).
+#: Nemotron-H's `relu2` MLP has `up_proj` and `down_proj` only (`NemotronHMLP`, same file).
+UNGATED_ACTIVATIONS: Final = frozenset({"relu2", "relu_squared", "squared_relu"})
+
 
 def with_class_defaults(scope: Mapping[str, Any]) -> Mapping[str, Any]:
     """`scope` with the class defaults of its model_type filled in where a key is absent."""
@@ -202,3 +216,113 @@ def _llama4_kinds(scope: Mapping[str, Any], layers: int) -> tuple[str, ...]:
         interval = files.count(scope.get("no_rope_layer_interval"), "no_rope_layer_interval") or 4
         uses_rope = [(i + 1) % interval != 0 for i in range(layers)]
     return tuple(CHUNKED if rope else FULL for rope in uses_rope)
+
+
+def mlp_kinds(scope: Mapping[str, Any], layers: int | None) -> tuple[str, ...] | None:
+    """Each decoder layer's feed-forward kind (DENSE, MOE or NO_MLP), or None for a dense model
+    (every layer a dense MLP). MoE layers are placed as the engines' model classes place them:
+
+    - Nemotron-H `hybrid_override_pattern` ("E" MoE, "-" MLP, "M"/"*" none);
+    - `first_k_dense_replace` dense layers first, then MoE every `moe_layer_freq`-th layer
+      (DeepSeek-V2/V3, Kimi-K2, GLM-4.5+: `layer_idx >= first_k_dense_replace and layer_idx %
+      moe_layer_freq == 0`, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/deepseek_v2.py);
+    - MoE on every `decoder_sparse_step`-th layer except `mlp_only_layers` (Qwen2/Qwen3 MoE:
+      `layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0`,
+      https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/qwen3_moe.py);
+    - MoE on every `interleave_moe_layer_step`-th layer (Llama 4: `(layer_idx + 1) %
+      interleave_moe_layer_step == 0`, so Maverick's step 2 puts experts on every other layer and
+      Scout's step 1 on all, https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/llama4.py).
+    """
+    pattern = files.text(scope.get("hybrid_override_pattern"), "hybrid_override_pattern")
+    if pattern is not None:
+        return tuple(_PATTERN_MLPS.get(c, DENSE) for c in pattern)
+    experts = files.count(
+        scope.get(
+            "num_experts",
+            scope.get("n_routed_experts", scope.get("num_local_experts")),
+        ),
+        "num_experts",
+    )
+    if not experts or not layers:
+        return None
+    first_dense = files.count(scope.get("first_k_dense_replace"), "first_k_dense_replace") or 0
+    freq = scope.get("moe_layer_freq")
+    freq_list = freq if isinstance(freq, list) and len(freq) == layers else None
+    every = None if freq_list is not None else files.count(freq, "moe_layer_freq")
+    sparse = files.count(scope.get("decoder_sparse_step"), "decoder_sparse_step")
+    interleave = files.count(scope.get("interleave_moe_layer_step"), "interleave_moe_layer_step")
+    only_mlp = scope.get("mlp_only_layers")
+    dense_only = (
+        {i for i in only_mlp if isinstance(i, int)} if isinstance(only_mlp, list) else set()
+    )
+    kinds = []
+    for i in range(layers):
+        moe = i >= first_dense and i not in dense_only
+        if freq_list is not None:
+            moe = moe and bool(freq_list[i])
+        elif every:
+            moe = moe and i % every == 0
+        if sparse:
+            moe = moe and (i + 1) % sparse == 0
+        if interleave is not None:
+            moe = moe and interleave > 0 and (i + 1) % interleave == 0
+        kinds.append(MOE if moe else DENSE)
+    return tuple(kinds)
+
+
+def shared_expert_width(scope: Mapping[str, Any]) -> int | None:
+    """The summed intermediate width of an MoE layer's shared experts, however the family spells
+    it: `shared_expert_intermediate_size` (Qwen2-MoE, Qwen3-Next, Qwen3.5: one shared expert),
+    `moe_shared_expert_intermediate_size` x `n_shared_experts` (Nemotron-H), `n_shared_experts`
+    x `moe_intermediate_size` (DeepSeek, Kimi, GLM), or a family's fixed shared expert
+    (`FIXED_SHARED_EXPERTS`). None when the layers have none."""
+    shared = files.count(
+        scope.get("n_shared_experts", scope.get("num_shared_experts")), "n_shared_experts"
+    )
+    width = files.count(
+        scope.get("shared_expert_intermediate_size"), "shared_expert_intermediate_size"
+    )
+    if width:
+        return width
+    nemotron = files.count(
+        scope.get("moe_shared_expert_intermediate_size"), "moe_shared_expert_intermediate_size"
+    )
+    if nemotron:
+        return nemotron * (shared or 1)
+    expert = files.count(scope.get("moe_intermediate_size"), "moe_intermediate_size")
+    intermediate = files.count(scope.get("intermediate_size"), "intermediate_size")
+    if shared:
+        return shared * (expert or intermediate or 0) or None
+    model_type = scope.get("model_type")
+    fixed = FIXED_SHARED_EXPERTS.get(model_type) if isinstance(model_type, str) else None
+    return fixed * intermediate if fixed and intermediate else None
+
+
+def gated_mlp(scope: Mapping[str, Any]) -> bool:
+    """Whether MLPs and experts have three matrices (gate, up, down) rather than two."""
+    act = scope.get("mlp_hidden_act", scope.get("hidden_act", scope.get("hidden_activation")))
+    return not (isinstance(act, str) and act.lower() in UNGATED_ACTIVATIONS)
+
+
+def linear_mixer_params(scope: Mapping[str, Any], hidden: int | None) -> int | None:
+    """Parameters of one linear-attention (Gated DeltaNet) or Mamba-2 mixer, from the shapes vLLM
+    builds: Gated DeltaNet `in_proj_qkvz` H x (2 key_dim + 2 value_dim), `in_proj_ba` H x 2 v_heads,
+    a conv over 2 key_dim + value_dim channels and `out_proj` value_dim x H
+    (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/models/qwen3_next.py);
+    Mamba-2 `in_proj` H x (2 I + 2 groups x state + heads), a conv over I + 2 groups x state
+    channels and `out_proj` I x H with I = heads x head_dim (`MambaMixer2`,
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/layers/mamba/mamba_mixer2.py)."""
+    state = recurrent_state(scope)
+    if state is None or not hidden:
+        return None
+    if state.kind == "gated_delta_net":
+        v_heads, (v_dim, k_dim) = state.state_heads, state.state_dims
+        k_heads = files.count(scope.get("linear_num_key_heads"), "linear_num_key_heads") or 0
+        key, value = k_heads * k_dim, v_heads * v_dim
+        projections = hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + value * hidden
+        return projections + state.conv_channels * state.conv_kernel + 2 * v_heads + v_dim
+    heads, head_dim = state.state_heads, state.state_dims[0]
+    inner = heads * head_dim
+    groups_state = state.conv_channels - inner
+    projections = hidden * (2 * inner + groups_state + heads) + inner * hidden
+    return projections + state.conv_channels * state.conv_kernel + 3 * heads + inner

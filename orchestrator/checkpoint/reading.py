@@ -16,7 +16,15 @@ from orchestrator.checkpoint import files
 from orchestrator.checkpoint.eagle import eagle_head_info
 from orchestrator.checkpoint.files import BadValue, read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, CheckpointSource
-from orchestrator.checkpoint.layers import layer_kinds, recurrent_state, with_class_defaults
+from orchestrator.checkpoint.layers import (
+    gated_mlp,
+    layer_kinds,
+    linear_mixer_params,
+    mlp_kinds,
+    recurrent_state,
+    shared_expert_width,
+    with_class_defaults,
+)
 from orchestrator.checkpoint.tokenizer import read_tokenizer
 from orchestrator.checkpoint.weights import INDEX_FILE, count_mtp_tensors, read_weight_facts
 
@@ -47,6 +55,8 @@ FIELD_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "moe_intermediate_size": ("moe_intermediate_size",),
     "num_shared_experts": ("n_shared_experts", "num_shared_experts"),
     "first_k_dense_replace": ("first_k_dense_replace",),
+    "dense_intermediate_size": ("intermediate_size_mlp",),
+    "moe_latent_size": ("moe_latent_size",),
     "kv_lora_rank": ("kv_lora_rank",),
     "q_lora_rank": ("q_lora_rank",),
     "qk_rope_head_dim": ("qk_rope_head_dim",),
@@ -148,6 +158,10 @@ def info_from_config(
         ),
         layer_types=layer_kinds(text, _count(text, FIELD_ALIASES["num_hidden_layers"])),
         recurrent_state=recurrent_state(text),
+        mlp_types=mlp_kinds(text, _count(text, FIELD_ALIASES["num_hidden_layers"])),
+        shared_expert_intermediate_size=shared_expert_width(text),
+        gated_mlp=gated_mlp(text),
+        linear_mixer_params=linear_mixer_params(text, _count(text, FIELD_ALIASES["hidden_size"])),
         vision_params=vision_param_count(config.get("vision_config"), text),
         mtp_layers=mtp_layer_count(config),
         quant_method=files.text(quant.get("quant_method"), "quantization_config.quant_method"),

@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from orchestrator.checkpoint.catalog import catalog_info
-from orchestrator.checkpoint.catalog.user import user_catalog_info, user_catalog_path
+from orchestrator.checkpoint.catalog.user import (
+    user_catalog_damage,
+    user_catalog_info,
+    user_catalog_path,
+)
 from orchestrator.checkpoint.files import UnreadableMetadata
 from orchestrator.checkpoint.info import HUB_SILENT, CheckpointInfo, Unresolved, looks_like_path
 from orchestrator.checkpoint.reading import METADATA_FILES, read_checkpoint_dir
-from orchestrator.errors import OrchestratorError
 
 __all__ = ["CheckpointResolver", "looks_like_path"]
 
@@ -184,14 +187,12 @@ class CheckpointResolver:
 
 def _from_user_catalog(model: str, tried: list[str]) -> CheckpointInfo | None:
     """The user catalog ranks above the built-in one: a team's recorded checkpoint carries its
-    tokenizer fingerprint and weight facts, the built-in entry only cited config fields."""
-    try:
-        info = user_catalog_info(model)
-    except OrchestratorError as exc:  # a damaged file must not hide the built-in catalog
-        tried.append(exc.what)
-        return None
+    tokenizer fingerprint and weight facts, the built-in entry only cited config fields. A damaged
+    entry or file never hides the built-in catalog: it is skipped (and said once, as a warning)."""
+    info = user_catalog_info(model)
     if info is None:
-        tried.append(f"user catalog {user_catalog_path()}: no entry for {model}")
+        damage = user_catalog_damage(model)
+        tried.append(damage or f"user catalog {user_catalog_path()}: no entry for {model}")
     return info
 
 
@@ -270,7 +271,7 @@ def _hub_unreachable(model: str, revision: str | None, timeout: float) -> str | 
     the hub client would retry them with backoff."""
     import httpx
 
-    url = f"{_endpoint()}/{model}/resolve/{revision or 'main'}/config.json"
+    url = hub_file_url(model, revision, "config.json")
     where = _host(url)
     try:
         response = httpx.head(url, timeout=timeout, follow_redirects=False)
@@ -281,6 +282,21 @@ def _hub_unreachable(model: str, revision: str | None, timeout: float) -> str | 
     if response.status_code >= 500:
         return f"hub: answered HTTP {response.status_code} ({where}); not retried"
     return None
+
+
+def hub_file_url(model: str, revision: str | None, filename: str) -> str:
+    """The hub's URL of one file at a revision, every path segment quoted: the repo id keeps its
+    one '/' between owner and name, and a revision is one segment whatever it holds (refs/pr/1
+    becomes refs%2Fpr%2F1, as the hub expects), so no value can reach another path."""
+    repo = "/".join(_quoted(part) for part in model.split("/"))
+    return f"{_endpoint()}/{repo}/resolve/{_quoted(revision or 'main')}/{_quoted(filename)}"
+
+
+def _quoted(segment: str) -> str:
+    # quote() keeps '.', so a '.' or '..' segment would still be a dot segment a client resolves.
+    if segment in (".", ".."):
+        return segment.replace(".", "%2E")
+    return urllib.parse.quote(segment, safe="")
 
 
 def _endpoint() -> str:

@@ -16,6 +16,8 @@ from orchestrator.compatibility import (
     loading_rules,
     memory_rules,
     pairing_rules,
+    policy_rules,
+    schedule_rules,
     secret_rules,
     shape_rules,
 )
@@ -29,8 +31,10 @@ GENERIC_RULE_MODULES: Final[tuple[ModuleType, ...]] = (
     pairing_rules,
     shape_rules,
     engine_rules,
+    schedule_rules,
     memory_rules,
     secret_rules,
+    policy_rules,
 )
 GENERIC_RULES: Final[tuple[Rule, ...]] = tuple(r for m in GENERIC_RULE_MODULES for r in m.RULES)
 

@@ -9,7 +9,8 @@ from typing import Final
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.engines import ENGINES
 from orchestrator.errors import ProfileError
-from orchestrator.memory.budget import MemoryEstimate, unavailable_reason
+from orchestrator.memory.budget import known_weights, unavailable_reason
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.gpus import find_gpu
 
 #: Verified tokens per decode step beyond which a step is no longer memory-bound, used when the
@@ -36,11 +37,27 @@ def over_budget(ctx: CompatContext) -> Finding | None:
     """Weights + overheads + KV for one sequence of `max_model_len` must fit the per-GPU budget:
     engines check exactly that at start-up and refuse to start otherwise (vLLM
     `_check_enough_kv_cache_memory`). Fewer than `max_concurrency` full-length sequences is the
-    warning memory.concurrency-at-max-context instead. Without an estimate (CPU device,
-    unresolved target), says why no budget was checked."""
+    warning memory.concurrency-at-max-context instead. Without an estimate: on a GPU with a
+    resolved target whose facts do not size it, an error naming the missing facts and what is
+    known of the weights (never a silent pass); on a CPU device or an unresolved target (reported
+    by its own rule), an info saying why no budget was checked."""
     e = ctx.memory
     if e is None:
         reason = unavailable_reason(ctx.profile, ctx.target) or "the target's size is unknown"
+        if ctx.target is not None and ctx.profile.hardware.device == "gpu":
+            # Resolved but not sizeable: exit 0 would pass a plan nobody checked.
+            known = known_weights(ctx.profile, ctx.target)
+            model = ctx.profile.target.model
+            return Finding.error(
+                what=f"no memory budget can be estimated: {reason}"
+                + (f"; {known}" if known else ""),
+                why="without those facts the KV cache, and so whether one sequence of "
+                f"serving.max_model_len={ctx.profile.serving.max_model_len} fits, cannot be sized",
+                fix=f"let specdeploy read the checkpoint's config.json (`huggingface-cli download "
+                f"{model} config.json`, then validate without --offline, or set target.model to "
+                "a directory holding it), or record the missing facts in your catalog "
+                "(`specdeploy catalog add`)",
+            )
         return Finding.info(
             what=f"no memory budget was checked: {reason}",
             why="an over-budget plan is only found when the engine starts",
@@ -104,23 +121,35 @@ def _fp8_fix(ctx: CompatContext) -> str:
 def high_concurrency(ctx: CompatContext) -> Finding | None:
     """Each decode step verifies max_concurrency x (num_speculative_tokens + 1) tokens. Once that
     passes the GPU's critical batch (its bf16 FLOPs per byte of bandwidth, where decode stops being
-    memory-bound), verification costs more than speculation saves."""
+    memory-bound), verification costs more than speculation saves. With a draft-length schedule
+    the draft length is the one scheduled at max_concurrency (none where it is 0)."""
     profile = ctx.profile
-    k = profile.proposer.num_speculative_tokens
-    verified = profile.serving.max_concurrency * (k + 1)
+    concurrency = profile.serving.max_concurrency
+    k = profile.proposer.tokens_at(concurrency)
+    verified = concurrency * (k + 1)
     critical = _critical_batch_tokens(profile.hardware.gpu)
-    if verified < critical:
+    if k == 0 or verified < critical:
         return None
+    scheduled = profile.proposer.num_speculative_tokens_per_batch_size is not None
+    length = (
+        f"the draft length proposer.num_speculative_tokens_per_batch_size schedules there={k}"
+        if scheduled
+        else f"proposer.num_speculative_tokens={k}"
+    )
+    lower = (
+        "lower the draft length for that load in proposer.num_speculative_tokens_per_batch_size "
+        "(k: 0 turns speculation off there)"
+        if scheduled
+        else "lower proposer.num_speculative_tokens"
+    )
     return Finding.warning(
         what=(
-            f"serving.max_concurrency={profile.serving.max_concurrency} x "
-            f"(proposer.num_speculative_tokens={k} + 1) = {verified} tokens verified per step, "
-            f"at or above the critical batch of about {critical} tokens on "
+            f"serving.max_concurrency={concurrency} x ({length} + 1) = {verified} tokens verified "
+            f"per step, at or above the critical batch of about {critical} tokens on "
             f"{profile.hardware.gpu}"
         ),
         why="at high concurrency decode is compute-bound and speculation usually stops paying",
-        fix="benchmark both arms (`specdeploy bench`, deploy.baseline: true) at your load, or "
-        "lower proposer.num_speculative_tokens",
+        fix=f"benchmark both arms (`specdeploy bench`, deploy.baseline: true) at your load, or {lower}",
     )
 
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from orchestrator.checkpoint.catalog import catalog_info, catalog_models
+from orchestrator.checkpoint.catalog import (
+    answering_catalog,
+    catalog_entry,
+    catalog_info,
+    catalog_models,
+)
 from orchestrator.checkpoint.compare import compare_tokenizers, normalise_model_name
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.resolution import looks_like_path
@@ -78,6 +83,41 @@ def _unresolved(u: Unresolved) -> Finding:
             why="without its config.json specdeploy cannot check the pairing or the memory budget",
             fix=u.suggestion(),
         ),
+    )
+
+
+@rule(
+    "checkpoint.user-catalog",
+    source="orchestrator/checkpoint/catalog/user.py (the user catalog ranks above the built-in "
+    "one); docs/cli.md#catalogs",
+)
+def user_catalog_named(ctx: CompatContext) -> list[Finding]:
+    """A model answered by the user catalog is checked against facts someone recorded with
+    `catalog add`, not against its files; when the entry has a built-in entry's id (a 0.6B
+    checkpoint recorded as Qwen/Qwen3-8B) it silently replaces those facts. Say which file the
+    facts came from, and what they shadow, so a wrong recording is visible in every report."""
+    fields = (("target.model", ctx.target), ("proposer.model", ctx.draft))
+    return [
+        at_field(field, _from_user_catalog(field, info))
+        for field, info in fields
+        if info is not None and answering_catalog(info) == "user"
+    ]
+
+
+def _from_user_catalog(field: str, info: CheckpointInfo) -> Finding:
+    built_in = catalog_entry(info.ref)
+    shadows = (
+        f"; it shadows the built-in catalog entry {built_in.model} ({built_in.location})"
+        if built_in is not None
+        else ""
+    )
+    return Finding.info(
+        what=f"{field}: {info.ref}: facts from the {info.location}{shadows}",
+        why="specdeploy checked the facts recorded by `specdeploy catalog add`, not the "
+        "checkpoint's files; if the entry is not the checkpoint that will be served, every check "
+        "is about another model",
+        fix=f"nothing to do if the entry is this checkpoint (`specdeploy catalog show {info.ref}` "
+        "shows it); after the checkpoint changes, record it again with `specdeploy catalog add`",
     )
 
 
@@ -214,9 +254,12 @@ def eagle_head_hidden_size_matches(ctx: CompatContext) -> Finding | None:
         )
     if head.target_hidden_size == target.hidden_size:
         return None
+    built_for = f"hidden size {head.target_hidden_size}"
+    if head.target_hidden_size_from:
+        built_for += f" (that of {head.target_hidden_size_from}, its verifier in the catalog)"
     return Finding.error(
         what=f"proposer.model {_ref(ctx)} is an {_GENERATION_NAME[head.generation]} head built "
-        f"for hidden size {head.target_hidden_size} but target.model {target.ref} has "
+        f"for {built_for} but target.model {target.ref} has "
         f"hidden_size={target.hidden_size}",
         why="the head cannot read this target's hidden states: load fails or acceptance is ~1",
         fix=f"set proposer.model to an EAGLE head trained for {target.ref}, or set "
@@ -609,6 +652,7 @@ def _is_local(model: str, info: CheckpointInfo | None) -> bool:
 
 RULES = (
     checkpoint_resolved,
+    user_catalog_named,
     draft_tokenizer_matches,
     draft_vocab_size_matches,
     eagle_head_hidden_size_matches,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo, Unresolved
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.engines.names import EngineName
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate
     from orchestrator.profile.schema import Profile, SpecMethod
 
 Severity = Literal["error", "warning", "info"]
@@ -51,7 +51,7 @@ class Finding:
 
     @property
     def exit_code(self) -> int:
-        """The CLI exit code this finding causes when it is an error (DESIGN.md §4)."""
+        """The CLI exit code this finding causes when it is an error (docs/cli.md)."""
         if self.rule.startswith("profile."):
             return EXIT_PROFILE_INVALID
         if self.rule == "memory.over-budget":

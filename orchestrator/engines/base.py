@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.engines.metrics import Acceptance, PhaseTimes, Samples, Serving
     from orchestrator.engines.names import EngineName
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
     from orchestrator.memory.kv import KvPool, StateSlots
     from orchestrator.memory.weights import WeightSharding
@@ -129,6 +129,20 @@ class KvDtypeVerdict:
 
 
 @dataclass(frozen=True)
+class ScheduleSupport:
+    """What an engine release does with a draft-length schedule by batch size."""
+
+    supported: bool | None
+    """True: the release reads it and specdeploy renders it; False: specdeploy cannot render it
+    for this engine (it has no such setting, or one specdeploy does not map); None: the release
+    was not checked."""
+    reason: str
+    """What the engine has instead, or what was and was not checked, in one clause."""
+    source: str
+    """Where that was read: the engine's code or docs at the release."""
+
+
+@dataclass(frozen=True)
 class Collectives:
     """GPU memory one rank's collective communication holds (GiB), as the engine accounts it."""
 
@@ -215,6 +229,12 @@ class EngineMetrics(Protocol):
     """How an engine's Prometheus metrics read: acceptance and per-phase times over an interval
     between two scrapes. Each returns None when the scrape is not this engine's."""
 
+    #: Its /metrics time each request's output tokens (a TPOT histogram), which the operator's
+    #: `switch` compares between the twins.
+    times_requests: ClassVar[bool]
+    #: Its /metrics count acceptance per drafted position, which the operator's `retune` reads.
+    accepts_per_position: ClassVar[bool]
+
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None: ...
 
     def phase_times(self, before: Samples, after: Samples) -> PhaseTimes | None: ...
@@ -276,6 +296,12 @@ class Engine(Protocol):
 
     def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
         """Whether this release runs this speculative method with pipeline parallelism."""
+        ...
+
+    def reads_batch_size_schedule(self, release: EngineRelease) -> ScheduleSupport:
+        """Whether this release takes proposer.num_speculative_tokens_per_batch_size (a draft
+        length per batch-size range) as specdeploy renders it: supported, absent (the launch could
+        not carry it) or unchecked at this release, with where that was read."""
         ...
 
     def fp8_kv_cache_on(

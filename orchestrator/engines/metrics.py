@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
@@ -90,6 +90,8 @@ def delta(before: Samples, after: Samples, name: str) -> float:
 
 class NoServing:
     """For engines whose /metrics have no per-request time-per-output-token histogram."""
+
+    times_requests: ClassVar[bool] = False
 
     def serving(self, before: Samples, after: Samples) -> Serving | None:
         del before, after

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
-from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec
+from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec, ScheduleSupport
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.sglang_memory import SglangMemory
 from orchestrator.engines.sglang_metrics import SglangMetrics
@@ -141,6 +141,17 @@ class SglangEngine:
         # `speculators_config` or `speculators_model_type` anywhere in the wheel.
         del release
         return False
+
+    def reads_batch_size_schedule(self, release: EngineRelease) -> ScheduleSupport:
+        # sglang==0.5.23's speculative arguments have one draft length (--speculative-num-steps);
+        # --speculative-adaptive moves it with the measured acceptance, not with the batch size.
+        return ScheduleSupport(
+            supported=False,
+            reason=f"SGLang {release.version} has no draft length by batch size (one "
+            "--speculative-num-steps; --speculative-adaptive follows acceptance, not load)",
+            source=f"{_S}arg_groups/fields/spec.py#L31-L280 (every speculative argument of 0.5.23, "
+            "the newest release specdeploy knows), #L237-L244 (speculative_adaptive)",
+        )
 
     def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
         # pp_size > 1 refuses every speculative algorithm up to 0.5.20. From 0.5.21 EAGLE (and

@@ -8,6 +8,8 @@ They are gauges, so the value after the level is reported, not a difference (and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from orchestrator.engines.metrics import (
     Acceptance,
     NoPhaseTimes,
@@ -18,6 +20,9 @@ from orchestrator.engines.metrics import (
 
 
 class SglangMetrics(NoPhaseTimes):
+    times_requests: ClassVar[bool] = True
+    accepts_per_position: ClassVar[bool] = False
+
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None:
         del before
         if "sglang:spec_accept_length" not in after:

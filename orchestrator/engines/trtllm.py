@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, ClassVar, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec, ModelDownload
+from orchestrator.engines.base import (
+    EngineLaunch,
+    KvDtypeVerdict,
+    LaunchSpec,
+    ModelDownload,
+    ScheduleSupport,
+)
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.trtllm_memory import TrtllmMemory, effective_max_num_tokens
 from orchestrator.engines.trtllm_metrics import TrtllmMetrics
@@ -33,6 +39,13 @@ if TYPE_CHECKING:
     from orchestrator.profile.schema import KvCacheDtype, SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
+#: Where DecodingBaseConfig was read: the 1.1.0 and 1.2.0 documentation builds' source pages.
+SCHEDULE_SOURCE: Final = (
+    "https://github.com/NVIDIA/TensorRT-LLM/blob/8660c119a1f9be58cb574b8895f60bdb2e2c40ec/1.1.0/"
+    "_modules/tensorrt_llm/llmapi/llm_args.html and "
+    "https://github.com/NVIDIA/TensorRT-LLM/blob/7e873e54c296912df55b4c961e67079963ae4d34/1.2.0/"
+    "_modules/tensorrt_llm/llmapi/llm_args.html (DecodingBaseConfig)"
+)
 #: The "Hardware Support Matrix" of the 1.2.0 documentation (build of commit dbdb13b): FP8 KV
 #: cache on Blackwell (sm100/103, sm120), Hopper, Ada Lovelace and Ampere.
 FP8_KV_MATRIX_SOURCE: Final = (
@@ -171,6 +184,17 @@ class TrtllmEngine:
         del release
         del method
         return True
+
+    def reads_batch_size_schedule(self, release: EngineRelease) -> ScheduleSupport:
+        # DecodingBaseConfig has max_concurrency from 1.1.0 and draft_len_schedule from 1.2.0
+        # (tests/fixtures/trtllm, read at each release); specdeploy maps and renders neither.
+        return ScheduleSupport(
+            supported=False,
+            reason=f"specdeploy renders no draft length by batch size for TensorRT-LLM "
+            f"{release.version}: its speculative_config has max_concurrency (from 1.1.0) and "
+            "draft_len_schedule (from 1.2.0), which specdeploy does not map",
+            source=SCHEDULE_SOURCE,
+        )
 
     def fp8_kv_cache_on(
         self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None

@@ -13,7 +13,7 @@ from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate
     from orchestrator.memory.gpus import Gpu
     from orchestrator.memory.kv import KvPool
     from orchestrator.profile.schema import Profile

@@ -5,7 +5,7 @@ tensorrt_llm/metrics/collector.py)."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import ClassVar, Final
 
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, NoServing, Samples, delta
 
@@ -13,6 +13,8 @@ _SPEC: Final = "trtllm_spec_decode_"
 
 
 class TrtllmMetrics(NoPhaseTimes, NoServing):
+    accepts_per_position: ClassVar[bool] = False
+
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None:
         if f"{_SPEC}num_draft_tokens_total" not in after:
             return None

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
-from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec
+from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec, ScheduleSupport
 from orchestrator.engines.names import EngineName
 from orchestrator.engines.vllm_memory import VllmMemory
 from orchestrator.engines.vllm_metrics import VllmMetrics
@@ -64,6 +64,14 @@ FP8_KV_MLA_SOURCE: Final = (
     f"{_V}v1/attention/backends/mla/flashmla.py#L49-L55, "
     f"{_V}v1/attention/backends/mla/flashinfer_mla.py#L195-L201, "
     f"{_V}v1/attention/backends/mla/cutlass_mla.py#L40-L46"
+)
+#: The release whose code the draft-length schedule (num_speculative_tokens_per_batch_size) was
+#: read in; its first release was not established, so older ones are unchecked.
+SCHEDULE_READ_AT: Final = "0.32.0"
+SCHEDULE_SOURCE: Final = (
+    f"{_V}config/speculative.py#L490-L496 (the field); "
+    f"{_V}v1/spec_decode/dynamic/utils.py#L7-L148 (validation and the batch-size lookup); "
+    f"{_V}config/utils.py#L70-L71 (unknown keys are refused)"
 )
 #: vLLM KV-cache dtype spelling (CacheDType,
 #: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/cache.py#L39-L59).
@@ -147,6 +155,21 @@ class VllmEngine:
 
     def reads_speculators_heads(self, release: EngineRelease) -> bool | None:
         return release.has("speculators-heads")
+
+    def reads_batch_size_schedule(self, release: EngineRelease) -> ScheduleSupport:
+        if release.has("spec-batch-size-schedule"):
+            return ScheduleSupport(
+                supported=True,
+                reason="--speculative-config takes num_speculative_tokens_per_batch_size",
+                source=SCHEDULE_SOURCE,
+            )
+        return ScheduleSupport(
+            supported=None,
+            reason=f"specdeploy checked num_speculative_tokens_per_batch_size against vLLM "
+            f"{SCHEDULE_READ_AT}'s code only; a release without the field refuses the whole "
+            "--speculative-config (vLLM configs forbid unknown keys)",
+            source=SCHEDULE_SOURCE,
+        )
 
     def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
         del release
@@ -311,4 +334,8 @@ def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
     if proposer.method == "ngram" and proposer.ngram is not None:
         config["prompt_lookup_min"] = proposer.ngram.min_window
         config["prompt_lookup_max"] = proposer.ngram.max_window
+    schedule = proposer.num_speculative_tokens_per_batch_size
+    if schedule is not None:
+        # As written (vLLM sorts the ranges itself): [[range_start, range_end, k], ...].
+        config["num_speculative_tokens_per_batch_size"] = [list(entry) for entry in schedule]
     return config

@@ -33,10 +33,9 @@ from orchestrator.memory.weights import WeightSharding
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate, Overheads
     from orchestrator.memory.gpus import Gpu
     from orchestrator.memory.kv import KvPool
-    from orchestrator.memory.overheads import Overheads
     from orchestrator.profile.schema import Profile
 
 #: vLLM V1 warms the sampler up over `max_num_seqs` dummy requests with top-k/top-p by sorting,

@@ -16,7 +16,7 @@ Serving: histograms `vllm:request_time_per_output_token_seconds` and
 
 from __future__ import annotations
 
-from typing import Final
+from typing import ClassVar, Final
 
 from orchestrator.engines.metrics import (
     Acceptance,
@@ -33,6 +33,9 @@ _PER_POSITION: Final = f"{_SPEC}num_accepted_tokens_per_pos_total"
 
 
 class VllmMetrics:
+    times_requests: ClassVar[bool] = True
+    accepts_per_position: ClassVar[bool] = True
+
     def acceptance(self, before: Samples, after: Samples) -> Acceptance | None:
         if f"{_SPEC}num_drafts_total" not in after:
             return None

@@ -8,183 +8,29 @@ model, `Engine.memory`) so the budget is the same whichever engine serves it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.engines import ENGINES
-from orchestrator.engines.names import EngineName
 from orchestrator.memory import kv
+from orchestrator.memory.estimate import MemoryEstimate, Suggestion
+from orchestrator.memory.formulas import (
+    attention_params,
+    moe_layer_split,
+    mtp_params,
+    param_breakdown,
+)
 from orchestrator.memory.gpus import GIB, Gpu, find_gpu
-from orchestrator.memory.overheads import Overheads, engine_overheads
+from orchestrator.memory.overheads import engine_overheads
 from orchestrator.memory.suggest import smallest_changes
 from orchestrator.memory.weights import (
     draft_model_weight_bytes,
     eagle_head_weight_bytes,
+    heaviest_rank_weights,
     mtp_weight_bytes,
-    per_gpu_bytes,
     target_weight_bytes,
 )
-from orchestrator.profile.schema import Profile, SpecMethod
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """One profile change and what the budget looks like after it."""
-
-    change: str
-    max_concurrency: int
-    kv_cache_gib: float
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "change": self.change,
-            "max_concurrency": self.max_concurrency,
-            "kv_cache_gib": round(self.kv_cache_gib, 2),
-        }
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """What the heaviest GPU of one replica holds, itemised. Sizes in GiB, KV in bytes/tokens."""
-
-    gpu: str
-    gpu_memory_gib: float
-    gpu_usable_gib: float
-    gpu_memory_fraction: float
-    budget_gib: float
-    engine: EngineName
-    engine_fraction: float
-    target_weights_gib: float
-    draft_weights_gib: float
-    overheads: Overheads
-    kv_cache_gib: float
-    target_kv_bytes_per_token: int
-    draft_kv_bytes_per_token: int
-    kv_fixed_bytes_per_sequence: int
-    """Bytes per sequence that do not grow with it (windows, chunks, recurrent state)."""
-    kv_tokens: int
-    """The KV-cache size in tokens as the engine logs it at start-up (for hybrid layouts in some
-    releases this is not the capacity; see `kv_capacity_tokens`)."""
-    max_model_len: int
-    requested_concurrency: int
-    max_concurrency: int
-    baseline_kv_cache_gib: float
-    baseline_kv_tokens: int
-    baseline_max_concurrency: int
-    one_sequence_fits: bool
-    method: SpecMethod
-    tensor_parallel_size: int
-    draft_tensor_parallel_size: int | None
-    heaviest_rank: str
-    kv_capacity_tokens: int = 0
-    """What the cache really holds, in tokens of max_model_len sequences: `max_concurrency` per
-    attention group x max_model_len when layers hold bounded spans, else whole blocks."""
-    baseline_kv_capacity_tokens: int = 0
-    baseline_kv_fixed_bytes_per_sequence: int = 0
-    attention_data_parallel_size: int = 1
-    """Attention groups of the replica; `max_concurrency` counts the sequences of all of them,
-    `kv_tokens` what one GPU holds."""
-    notes: tuple[str, ...] = ()
-    suggestions: tuple[Suggestion, ...] = field(default=())
-    typical_context_tokens: int | None = None
-    """serving.typical_context_tokens, when set: the context a typical request holds."""
-    typical_concurrency: int | None = None
-    """Sequences of typical_context_tokens that fit with speculation."""
-    baseline_typical_concurrency: int | None = None
-    """The same without speculation."""
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return self.target_kv_bytes_per_token + self.draft_kv_bytes_per_token
-
-    @property
-    def overhead_gib(self) -> float:
-        return self.overheads.total_gib
-
-    @property
-    def fits(self) -> bool:
-        """What the engine requires to start: weights, overheads and one max_model_len sequence
-        (DESIGN §4). Fewer full-length sequences than requested is a warning, not a refusal:
-        engines treat the concurrency as a cap."""
-        return self.one_sequence_fits
-
-    @property
-    def concurrency_fits(self) -> bool:
-        """serving.max_concurrency sequences of max_model_len fit at once."""
-        return self.max_concurrency >= self.requested_concurrency
-
-    @property
-    def meets_request(self) -> bool:
-        return self.fits and self.concurrency_fits
-
-    @property
-    def one_sequence_gib(self) -> float:
-        """Weights + overheads + KV for one max_model_len sequence: what the engine needs."""
-        return self._needed_gib(1)
-
-    @property
-    def needed_gib(self) -> float:
-        """Weights + overheads + KV for `requested_concurrency` sequences of max_model_len."""
-        return self._needed_gib(self.requested_concurrency)
-
-    def _needed_gib(self, sequences: int) -> float:
-        per_seq = kv.sequence_bytes(
-            self.kv_bytes_per_token, self.kv_fixed_bytes_per_sequence, self.max_model_len
-        )
-        fixed = self.target_weights_gib + self.draft_weights_gib + self.overhead_gib
-        return fixed + per_seq * sequences / GIB
-
-    @property
-    def engine_knob(self) -> str:
-        return ENGINES[self.engine].memory.knob
-
-    def as_json(self) -> dict[str, Any]:
-        """DESIGN.md §4 `memory` block, extended with the itemisation."""
-        o = self.overheads
-        return {
-            "gpu": self.gpu,
-            "gpu_memory_gib": _r(self.gpu_memory_gib),
-            "gpu_usable_gib": _r(self.gpu_usable_gib),
-            "gpu_memory_fraction": self.gpu_memory_fraction,
-            "budget_gib": _r(self.budget_gib),
-            "engine_knob": self.engine_knob,
-            "engine_fraction": self.engine_fraction,
-            "target_weights_gib": _r(self.target_weights_gib),
-            "draft_weights_gib": _r(self.draft_weights_gib),
-            "overhead_gib": _r(self.overhead_gib),
-            "activation_gib": _r(o.activation_gib),
-            "cuda_graph_gib": _r(o.cuda_graph_gib),
-            "non_torch_gib": _r(o.outside_torch_gib),
-            "kv_cache_gib": _r(self.kv_cache_gib),
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "target_kv_bytes_per_token": self.target_kv_bytes_per_token,
-            "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
-            "kv_fixed_bytes_per_sequence": self.kv_fixed_bytes_per_sequence,
-            "kv_tokens": self.kv_tokens,
-            "kv_capacity_tokens": self.kv_capacity_tokens,
-            "baseline_kv_tokens": self.baseline_kv_tokens,
-            "baseline_kv_capacity_tokens": self.baseline_kv_capacity_tokens,
-            "baseline_kv_fixed_bytes_per_sequence": self.baseline_kv_fixed_bytes_per_sequence,
-            "max_model_len": self.max_model_len,
-            "requested_concurrency": self.requested_concurrency,
-            "max_concurrency": self.max_concurrency,
-            "baseline_max_concurrency": self.baseline_max_concurrency,
-            "one_sequence_fits": self.one_sequence_fits,
-            "fits": self.fits,
-            "concurrency_fits": self.concurrency_fits,
-            "one_sequence_gib": _r(self.one_sequence_gib),
-            "needed_gib": _r(self.needed_gib),
-            "typical_context_tokens": self.typical_context_tokens,
-            "typical_concurrency": self.typical_concurrency,
-            "baseline_typical_concurrency": self.baseline_typical_concurrency,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "attention_data_parallel_size": self.attention_data_parallel_size,
-            "draft_tensor_parallel_size": self.draft_tensor_parallel_size,
-            "heaviest_rank": self.heaviest_rank,
-            "notes": list(self.notes),
-            "suggestions": [s.as_json() for s in self.suggestions],
-        }
+from orchestrator.profile.schema import Profile
 
 
 def estimate_memory(
@@ -218,10 +64,29 @@ def unavailable_reason(profile: Profile, target: CheckpointInfo | None) -> str |
         if getattr(target, name) is None
     ]
     if missing:
-        return f"config.json of {target.ref!r} does not give {', '.join(missing)}"
+        unverified = [f for f in target.unverified if f not in missing]
+        also = f" (nor confirm {', '.join(unverified)})" if unverified else ""
+        return f"config.json of {target.ref!r} does not give {', '.join(missing)}{also}"
     if target_weight_bytes(profile, target) is None:
         return f"neither the weight index nor config.json of {target.ref!r} gives the model's size"
     return None
+
+
+def known_weights(profile: Profile, target: CheckpointInfo) -> str | None:
+    """What is known of the target's weights per GPU when no full budget can be made."""
+    total = target_weight_bytes(profile, target)
+    if total is None:
+        return None
+    gpus = profile.hardware.tensor_parallel_size * profile.hardware.pipeline_parallel_size
+    basis = (
+        f"{target.published_param_count / 1e9:,.1f} B published parameters"
+        if target.published_param_count and param_breakdown(target) is None
+        else "its weights"
+    )
+    return (
+        f"from what is known, {basis} take about {total / GIB:,.1f} GiB, "
+        f"{total / gpus / GIB:,.1f} GiB on each of {gpus} GPUs"
+    )
 
 
 def engine_memory_fraction(profile: Profile, estimate: MemoryEstimate | None) -> float:
@@ -264,7 +129,13 @@ def _estimate(
     usable = gpu.usable_gib
     budget = usable * profile.serving.gpu_memory_fraction
     sharding = memory.weight_sharding(profile)
-    target_gib = per_gpu_bytes(target_bytes, target, profile, sharding) / GIB
+    notes.extend(_size_notes(profile, target))
+    placed = heaviest_rank_weights(target_bytes, target, profile, sharding)
+    target_gib = placed.bytes / GIB
+    if placed.note is not None:
+        notes.append(placed.note)
+    if profile.hardware.pipeline_parallel_size > 1:
+        heaviest = f"pipeline stage {placed.stage}, {heaviest}"
     groups = profile.hardware.attention_data_parallel_size  # each holds its own sequences
     fixed_gib = target_gib + draft_bytes / GIB + overheads.total_gib
     kv_gib = budget - fixed_gib
@@ -315,6 +186,7 @@ def _estimate(
         attention_data_parallel_size=groups,
         draft_tensor_parallel_size=draft_tp,
         heaviest_rank=heaviest,
+        engine_knob=ENGINES[profile.engine.name].memory.knob,
         notes=tuple(notes),
         typical_context_tokens=typical,
         typical_concurrency=typical_spec,
@@ -322,6 +194,52 @@ def _estimate(
     )
     fraction = ENGINES[estimate.engine].memory.knob_for(estimate)
     return replace(estimate, engine_fraction=fraction)
+
+
+def _size_notes(profile: Profile, target: CheckpointInfo) -> list[str]:
+    """How the target's size was known, when it was not exact, and whether the built-in
+    catalog could check the count from config.json against a published one."""
+    notes = []
+    counted = param_breakdown(target)
+    exact = target.weight_bytes is not None and profile.target.quantization in (
+        None,
+        target.quant_method,
+    )
+    if counted is None and not exact:
+        if target.published_param_count:
+            notes.append(
+                f"config.json of {target.ref!r} does not give every layer's shape: its weights "
+                f"are estimated from the {target.published_param_count / 1e9:,.1f} B parameters "
+                "its publisher states"
+            )
+        elif param_breakdown(target, guess_mlp=True) is not None:
+            notes.append(
+                f"config.json of {target.ref!r} does not give intermediate_size: its weights are "
+                "estimated with MLPs 4 x hidden_size wide"
+            )
+    if target.source == "catalog" and target.published_param_count is None:
+        computed = f" (computed: {counted.total / 1e9:,.1f} B)" if counted else ""
+        notes.append(
+            f"the built-in catalog has no verifiable published parameter count for "
+            f"{target.ref!r}: the count from config.json is not checked against one{computed}"
+        )
+    return notes
+
+
+def _mtp_per_gpu(profile: Profile, target: CheckpointInfo) -> int:
+    """MTP layers on one GPU: split like the target's own layers (their attention whole on each
+    attention group under attention data parallelism, the rest over TP / EP)."""
+    total = mtp_weight_bytes(profile, target)
+    layers = mtp_params(target)
+    if not total or not layers:
+        return 0
+    sharding = ENGINES[profile.engine.name].memory.weight_sharding(profile)
+    n = target.mtp_layers
+    attention = n * attention_params(target)
+    experts = n * moe_layer_split(target)[1] if target.num_experts else 0
+    dense = max(layers - attention - experts, 0)
+    weighted = attention / sharding.attention + dense / sharding.dense + experts / sharding.experts
+    return math.ceil(total * weighted / layers)
 
 
 def _draft_weights_per_gpu(
@@ -332,7 +250,7 @@ def _draft_weights_per_gpu(
     if method in ("none", "ngram"):
         return 0, None, "all ranks alike"
     if method == "mtp":
-        return mtp_weight_bytes(profile, target) // tp, tp, "all ranks alike"
+        return _mtp_per_gpu(profile, target), tp, "all ranks alike"
     draft_tp = profile.proposer.draft_tensor_parallel_size or tp
     heaviest = "rank 0 (holds the draft)" if draft_tp < tp else "all ranks alike"
     if draft is None:

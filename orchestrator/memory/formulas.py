@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.checkpoint.info import CheckpointInfo, RecurrentState
-from orchestrator.checkpoint.layers import CHUNKED, LINEAR, NONE, SLIDING
+from orchestrator.checkpoint.layers import CHUNKED, DENSE, LINEAR, MOE, NONE, SLIDING
 
 #: Bytes per element for unquantized weights and KV entries (torch dtypes).
 DTYPE_BYTES: Final[Mapping[str, float]] = {
@@ -70,6 +70,23 @@ KV_BLOCK_TOKENS: Final = 16
 
 
 @dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one decoder layer by how parallelism places them."""
+
+    attention: int
+    """The token mixer: attention, or a linear-attention / Mamba mixer."""
+    dense_mlp: int
+    """A dense MLP, shared experts, the router and latent projections (split like dense)."""
+    experts: int
+    """Routed experts (split by expert parallelism)."""
+    norms: int
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.dense_mlp + self.experts + self.norms
+
+
+@dataclass(frozen=True)
 class ParamBreakdown:
     """Parameters by kind, so quantization can apply to the kinds it covers."""
 
@@ -81,6 +98,9 @@ class ParamBreakdown:
     norms: int
     vision: int = 0
     """Vision tower and projector of a multimodal checkpoint (kept unquantized)."""
+    layers: tuple[LayerParams, ...] = ()
+    """Per decoder layer, in order (pipeline stages take contiguous runs of them); empty when
+    the breakdown is not per layer."""
 
     @property
     def total(self) -> int:
@@ -100,31 +120,77 @@ class ParamBreakdown:
         return self.attention + self.dense_mlp + self.experts
 
 
-def param_breakdown(info: CheckpointInfo) -> ParamBreakdown | None:
+def param_breakdown(
+    info: CheckpointInfo, *, need_vocab: bool = True, guess_mlp: bool = False
+) -> ParamBreakdown | None:
     """Parameters of the main model (MTP layers excluded; a multimodal checkpoint's vision tower
-    included), computed from config.json.
+    included), counted layer by layer from config.json (`layer_params`).
 
-    Dense: `V*H (x2 untied) + L*(attention + 3*H*I + 2*H) + H`; MoE layers replace `3*H*I` by
-    `E*3*H*I_moe + H*E` plus shared experts; MLA attention from its LoRA ranks (DeepSeek-V3 comes
-    to 671B, as its README states). None when the
-    config lacks hidden size, layers, heads or vocabulary.
+    `V*H (x2 untied) + sum over layers (mixer + MLP + 2*H) + H`: a dense layer's MLP is `3*H*I`
+    (`2*H*I` ungated); an MoE layer's `E*3*H*I_moe + H*E` plus shared experts (DeepSeek-V3 comes
+    to 671B, as its README states; Llama-4-Maverick to 400B with MoE on every other layer).
+    None when the config lacks hidden size, layers or heads, the width of an MLP it has (a
+    trimmed config: a guessed width would be a wrong count), or the vocabulary (unless
+    `need_vocab` is False: the embedding and lm_head then count 0, for shares of the layers;
+    `guess_mlp` takes an unknown MLP width as 4 x hidden_size, for an estimate that says so).
     """
     h, layers, vocab = info.hidden_size, info.num_hidden_layers, info.vocab_size
-    if not (h and layers and vocab and info.num_attention_heads):
+    if not (h and layers and info.num_attention_heads) or (need_vocab and not vocab):
         return None
-    embedding = vocab * h
-    lm_head = 0 if info.tie_word_embeddings else vocab * h
-    moe_layers = _moe_layer_count(info)
-    dense_layers = layers - moe_layers
+    if not guess_mlp and not mlp_widths_known(info):
+        return None
+    embedding = (vocab or 0) * h
+    lm_head = 0 if info.tie_word_embeddings else (vocab or 0) * h
+    per_layer = layer_params(info)
     return ParamBreakdown(
         embedding=embedding,
         lm_head=lm_head,
-        attention=layers * attention_params(info),
-        dense_mlp=dense_layers * 3 * h * (info.intermediate_size or 4 * h),
-        experts=moe_layers * moe_layer_mlp_params(info),
-        norms=layers * 2 * h + h,
+        attention=sum(p.attention for p in per_layer),
+        dense_mlp=sum(p.dense_mlp for p in per_layer),
+        experts=sum(p.experts for p in per_layer),
+        norms=sum(p.norms for p in per_layer) + h,
         vision=info.vision_params or 0,
+        layers=per_layer,
     )
+
+
+def mlp_widths_known(info: CheckpointInfo) -> bool:
+    """Whether config.json gives the width of every kind of MLP the model has."""
+    kinds = set(info.mlp_types or (MOE if info.num_experts else DENSE,))
+    if DENSE in kinds and not (info.dense_intermediate_size or info.intermediate_size):
+        return False
+    return MOE not in kinds or bool(info.moe_intermediate_size or info.intermediate_size)
+
+
+def layer_params(info: CheckpointInfo) -> tuple[LayerParams, ...]:
+    """Each decoder layer's parameters: its mixer from `layer_types` (attention, a linear /
+    Mamba mixer, or none), its feed-forward block from `mlp_types` (dense, MoE, or none)."""
+    h, layers = info.hidden_size or 0, info.num_hidden_layers or 0
+    kinds = info.layer_types if info.layer_types and len(info.layer_types) == layers else None
+    mlps = info.mlp_types if info.mlp_types and len(info.mlp_types) == layers else None
+    if mlps is None:
+        mlps = tuple(MOE if info.num_experts else DENSE for _ in range(layers))
+        if info.num_experts and info.first_k_dense_replace:
+            first = min(info.first_k_dense_replace, layers)
+            mlps = (DENSE,) * first + mlps[first:]
+    attention = attention_params(info)
+    mixer = info.linear_mixer_params if info.linear_mixer_params is not None else attention
+    dense = dense_mlp_params(info)
+    moe_dense, moe_experts = moe_layer_split(info)
+    found = []
+    for i in range(layers):
+        kind = kinds[i] if kinds else None
+        mix = 0 if kind == NONE else mixer if kind == LINEAR else attention
+        mlp = mlps[i]
+        found.append(
+            LayerParams(
+                attention=mix,
+                dense_mlp=dense if mlp == DENSE else moe_dense if mlp == MOE else 0,
+                experts=moe_experts if mlp == MOE else 0,
+                norms=2 * h,
+            )
+        )
+    return tuple(found)
 
 
 def attention_params(info: CheckpointInfo) -> int:
@@ -144,12 +210,34 @@ def attention_params(info: CheckpointInfo) -> int:
     return h * heads * head_dim * 2 + 2 * h * kv_heads * head_dim
 
 
+def dense_mlp_params(info: CheckpointInfo) -> int:
+    """One dense layer's MLP: `intermediate_size_mlp` when the family sizes it apart."""
+    h = info.hidden_size or 0
+    width = info.dense_intermediate_size or info.intermediate_size or 4 * h
+    return (3 if info.gated_mlp else 2) * h * width
+
+
+def moe_layer_split(info: CheckpointInfo) -> tuple[int, int]:
+    """(split like dense, routed experts) of one MoE layer. The router reads the hidden state;
+    the shared experts work at the hidden width; routed experts at `moe_latent_size` when the
+    layer is a latent MoE, whose hidden -> latent -> hidden projections are replicated linears
+    (`NemotronHMoE.fc1_latent_proj` / `fc2_latent_proj`,
+    https://github.com/vllm-project/vllm/blob/00b08dc44519a82cbdd9061d92d1226985094622/vllm/model_executor/models/nemotron_h.py)."""
+    h, experts = info.hidden_size or 0, info.num_experts or 0
+    mats = 3 if info.gated_mlp else 2
+    expert_size = info.moe_intermediate_size or info.intermediate_size or 0
+    width = info.moe_latent_size or h
+    shared_width = info.shared_expert_intermediate_size
+    if shared_width is None:
+        shared_width = (info.num_shared_experts or 0) * expert_size
+    shared = mats * h * shared_width
+    latent = 2 * h * info.moe_latent_size if info.moe_latent_size else 0
+    return h * experts + shared + latent, experts * mats * width * expert_size
+
+
 def moe_layer_mlp_params(info: CheckpointInfo) -> int:
     """Experts, router and shared experts of one MoE layer."""
-    h, experts = info.hidden_size or 0, info.num_experts or 0
-    expert_size = info.moe_intermediate_size or info.intermediate_size or 0
-    shared = (info.num_shared_experts or 0) * 3 * h * expert_size
-    return experts * 3 * h * expert_size + h * experts + shared
+    return sum(moe_layer_split(info))
 
 
 def mtp_params(info: CheckpointInfo) -> int:
@@ -161,7 +249,7 @@ def mtp_params(info: CheckpointInfo) -> int:
     if info.mtp_layers <= 0 or not info.hidden_size:
         return 0
     h, vocab = info.hidden_size, info.vocab_size or 0
-    mlp = moe_layer_mlp_params(info) if info.num_experts else 3 * h * (info.intermediate_size or 0)
+    mlp = moe_layer_mlp_params(info) if info.num_experts else dense_mlp_params(info)
     per_layer = attention_params(info) + mlp + 2 * h * h + 4 * h + 2 * vocab * h
     return info.mtp_layers * per_layer
 
@@ -284,10 +372,3 @@ def recurrent_state_bytes(
     temporal = heads * state.state_dims[0] * state.state_dims[1]
     temporal_bytes = DTYPE_BYTES.get(state.state_dtype or "", dtype_bytes)
     return math.ceil(conv * dtype_bytes + temporal * temporal_bytes)
-
-
-def _moe_layer_count(info: CheckpointInfo) -> int:
-    """Layers with routed experts: all but the first `first_k_dense_replace` when MoE."""
-    if not info.num_experts:
-        return 0
-    return (info.num_hidden_layers or 0) - (info.first_k_dense_replace or 0)

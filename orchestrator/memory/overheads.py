@@ -11,11 +11,11 @@ what engines logged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.engines import ENGINES
+from orchestrator.memory.estimate import Overheads
 from orchestrator.memory.gpus import GIB, Gpu
 from orchestrator.profile.schema import Profile
 
@@ -46,52 +46,6 @@ NON_TORCH_GIB: Final = 0.35
 #: PCIe systems (https://github.com/ai-dynamo/aiconfigurator/blob/ee962fc3fcb7c1ef6af9a1e1ae9444a3d1c161e9/src/aiconfigurator/systems/l40s.yaml#L26-L31).
 NCCL_GIB_TP2: Final = 342 / 1024
 NCCL_GIB_TP4_AND_UP: Final = 392 / 1024
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """Memory one GPU needs besides weights and KV cache, and which of it the engine budgets."""
-
-    activation_gib: float
-    """The profile run's peak: the larger of `forward_gib` and `sampler_gib`."""
-    cuda_graph_gib: float
-    non_torch_gib: float
-    """cuBLAS/allocator memory outside torch, without collectives."""
-    nccl_gib: float
-    """Collective buffers created with the parallel groups, before the weights load."""
-    graphs_in_budget: bool
-    """False when the engine captures CUDA graphs outside its own memory knob (vLLM < 0.21)."""
-    profiled_tokens: int
-    forward_gib: float = 0.0
-    """Peak of the forward pass at `profiled_tokens` (MLP intermediates, MoE workspace)."""
-    sampler_gib: float = 0.0
-    """Peak of the sampler warm-up over `max_concurrency` dummy requests."""
-    collective_warmup_gib: float = 0.0
-    """Collective buffers the first forward pass allocates at TP > 1 (lazily connected NCCL
-    channels), held from then on."""
-    nccl_in_budget: bool = True
-    """False when the engine's memory baseline is taken after the parallel groups exist, so
-    `nccl_gib` sits outside its knob (vLLM >= 0.11)."""
-
-    @property
-    def total_gib(self) -> float:
-        return (
-            self.activation_gib
-            + self.cuda_graph_gib
-            + self.non_torch_gib
-            + self.nccl_gib
-            + self.collective_warmup_gib
-        )
-
-    @property
-    def before_load_gib(self) -> float:
-        """Memory in use before the engine loads weights (CUDA context, cuBLAS, NCCL)."""
-        return self.non_torch_gib + self.nccl_gib
-
-    @property
-    def outside_torch_gib(self) -> float:
-        """Everything outside torch: non-torch memory plus every collective buffer."""
-        return self.non_torch_gib + self.nccl_gib + self.collective_warmup_gib
 
 
 def engine_overheads(profile: Profile, target: CheckpointInfo, gpu: Gpu) -> Overheads:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.memory.budget import MemoryEstimate
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.gpus import Gpu
 
 

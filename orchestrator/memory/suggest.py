@@ -18,7 +18,7 @@ from orchestrator.memory.gpus import Gpu
 from orchestrator.profile.schema import Profile
 
 if TYPE_CHECKING:
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate
 
 Estimator = Callable[
     [Profile, CheckpointInfo, "CheckpointInfo | None", Gpu], "MemoryEstimate | None"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.memory.formulas import (
@@ -12,6 +13,7 @@ from orchestrator.memory.formulas import (
     DTYPE_BYTES,
     EXPERTS_ONLY_QUANT,
     ParamBreakdown,
+    attention_params,
     bytes_per_param,
     computed_weight_bytes,
     mtp_params,
@@ -36,30 +38,114 @@ class WeightSharding:
         return cls(attention=tp, dense=tp, experts=tp)
 
 
-def per_gpu_bytes(
+#: How far the bytes the config's layers add up to may be from the checkpoint's size before the
+#: per-layer shares are not trusted (quantization estimates stay well inside a factor of 2).
+_STRUCTURE_AGREES: Final = (0.5, 2.0)
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """The weights the heaviest GPU of one replica holds, and where that GPU sits."""
+
+    bytes: int
+    stage: int
+    """The pipeline stage of the heaviest GPU (0 without pipeline parallelism)."""
+    note: str | None = None
+    """How the share was estimated when the config does not give every layer's structure."""
+
+
+def heaviest_rank_weights(
     total: int, info: CheckpointInfo, profile: Profile, sharding: WeightSharding
-) -> int:
-    """Bytes of `total` (the whole model) one GPU holds under `sharding`: each kind's share of the
-    parameters (from config.json) divided by its own split, over the pipeline stages. Without a
-    parameter breakdown every kind is taken as split like the attention."""
+) -> RankWeights:
+    """Bytes of `total` (the whole model) the heaviest GPU holds under `sharding`, placed layer by
+    layer: each pipeline stage takes a contiguous run of decoder layers (`pipeline_stages`), the
+    first also the embedding and vision tower, the last the lm_head; within a stage each kind of
+    parameter is divided by its own split (attention by the attention group, dense MLPs by TP,
+    routed experts by EP). Each kind is weighed at its bytes per parameter (quantization applies to
+    the kinds it covers), and the shares are scaled to `total`, so an exact checkpoint size stays
+    exact. A config that gives the attention but not the rest of the layers (a trimmed catalog
+    config) keeps the attention whole and splits the rest by the smaller of the other splits."""
     pp = profile.hardware.pipeline_parallel_size
-    params = param_breakdown(info)
+    params = param_breakdown(info, need_vocab=False)
     uniform = sharding.attention == sharding.dense == sharding.experts
-    if params is None or params.total == 0 or uniform:
-        return math.ceil(total / (sharding.attention * pp))
+    if uniform and pp == 1:
+        return RankWeights(math.ceil(total / sharding.attention), 0)
     quant = profile.target.quantization or info.quant_method
     plain = DTYPE_BYTES.get(model_dtype(profile, info), 2.0)
     packed = bytes_per_param(model_dtype(profile, info), quant, info.quant_bits)
     experts_only = quant in EXPERTS_ONLY_QUANT
-    attention = params.attention * (plain if experts_only else packed)
-    experts = params.experts * packed
-    dense_linear = params.dense_mlp * (plain if experts_only else packed)
-    dense = (
-        dense_linear + (params.embedding + params.lm_head + params.norms + params.vision) * plain
+    linear = plain if experts_only else packed
+    if params is None or params.total == 0 or not params.layers:
+        return _without_layers(total, info, sharding, linear, pp)
+    vocab_known = info.vocab_size is not None
+    stages = pipeline_stages(len(params.layers), pp)
+    weighted: list[float] = []
+    for index, (first, last) in enumerate(stages):
+        layers = params.layers[first:last]
+        stage = sum(
+            p.attention * linear / sharding.attention
+            + p.dense_mlp * linear / sharding.dense
+            + p.experts * packed / sharding.experts
+            + p.norms * plain / sharding.dense
+            for p in layers
+        )
+        if index == 0:
+            stage += (params.embedding + params.vision) * plain / sharding.dense
+        if index == len(stages) - 1:
+            stage += params.lm_head * plain / sharding.dense
+        weighted.append(stage)
+    whole = (
+        params.attention * linear
+        + params.dense_mlp * linear
+        + params.experts * packed
+        + (params.embedding + params.lm_head + params.norms + params.vision) * plain
     )
-    whole = attention + dense + experts
-    weighted = attention / sharding.attention + dense / sharding.dense + experts / sharding.experts
-    return math.ceil(total * weighted / whole / pp)
+    if not _STRUCTURE_AGREES[0] <= whole / total <= _STRUCTURE_AGREES[1]:
+        # The layers the config describes are not the checkpoint (a trimmed config without its
+        # MoE keys): their shares would place the wrong weights.
+        return _without_layers(total, info, sharding, linear, pp)
+    heaviest = max(range(len(weighted)), key=lambda i: weighted[i])
+    note = (
+        None
+        if vocab_known
+        else f"config.json of {info.ref!r} gives no vocab_size: the embedding and lm_head are "
+        "spread like the layers"
+    )
+    return RankWeights(math.ceil(total * weighted[heaviest] / whole), heaviest, note)
+
+
+def _without_layers(
+    total: int, info: CheckpointInfo, sharding: WeightSharding, linear: float, pp: int
+) -> RankWeights:
+    h, layers, heads = info.hidden_size, info.num_hidden_layers, info.num_attention_heads
+    rest_split = min(sharding.dense, sharding.experts)
+    if not (h and layers and heads) or sharding.attention >= rest_split:
+        return RankWeights(math.ceil(total / (min(sharding.attention, rest_split) * pp)), 0)
+    attention = min(layers * attention_params(info) * linear, total)
+    weighted = attention / sharding.attention + (total - attention) / rest_split
+    note = (
+        f"config.json of {info.ref!r} does not describe all of its layers (they add up to "
+        "far from the checkpoint's size): "
+        f"the attention ({attention / 2**30:.1f} GiB in all) is counted whole on each attention "
+        f"group and the rest split {rest_split} ways"
+    )
+    return RankWeights(math.ceil(weighted / pp), 0, note)
+
+
+def pipeline_stages(layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """[first, last) decoder layers of each pipeline stage, as vLLM partitions them: equal runs,
+    the remainder going to the stages before the last (`get_pp_indices`,
+    https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/distributed/utils.py)."""
+    if pp <= 1 or layers < pp:
+        return ((0, layers),)
+    sizes = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        sizes[-i] += 1
+    bounds, start = [], 0
+    for size in sizes:
+        bounds.append((start, start + size))
+        start += size
+    return tuple(bounds)
 
 
 def model_dtype(profile: Profile, info: CheckpointInfo) -> str:
@@ -149,6 +235,13 @@ def _computed(info: CheckpointInfo, dtype: str, quant: str | None) -> int | None
         params = ParamBreakdown(params.embedding, params.lm_head, linear, 0, 0, params.norms)
     elif info.param_count:
         params = ParamBreakdown(0, 0, info.param_count, 0, 0, 0)
+    elif params is None and info.published_param_count:
+        # The config cannot be counted (a trimmed catalog config): the publisher's total, all of
+        # it taken as linear (quantized like the linears), is what is known.
+        params = ParamBreakdown(0, 0, info.published_param_count, 0, 0, 0)
+    elif params is None:
+        # Nothing better is known than the layers with a guessed MLP width (budget.py says so).
+        params = param_breakdown(info, guess_mlp=True)
     if params is None:
         return None
     return computed_weight_bytes(params, dtype, quant, info.quant_bits)

@@ -16,7 +16,8 @@ from orchestrator.engines.base import EngineLaunch, LaunchSpec
 from orchestrator.engines.capabilities import EngineRelease, release_for
 from orchestrator.errors import OrchestratorError, ProfileError
 from orchestrator.manifests.commands import topology
-from orchestrator.memory.budget import MemoryEstimate, engine_memory_fraction, estimate_memory
+from orchestrator.memory.budget import engine_memory_fraction, estimate_memory
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.plan.resolver import CheckpointSource, LocalCheckpoints
 from orchestrator.plan.types import (
     CONTAINER_CONFIG_DIR,

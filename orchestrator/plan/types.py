@@ -10,53 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from orchestrator.compatibility.rule import Finding
+from orchestrator.plan.inputs import CONTAINER_CONFIG_DIR as CONTAINER_CONFIG_DIR
+from orchestrator.plan.inputs import CONTAINER_DRAFT_DIR as CONTAINER_DRAFT_DIR
+from orchestrator.plan.inputs import CONTAINER_TARGET_DIR as CONTAINER_TARGET_DIR
+from orchestrator.plan.inputs import Launches as Launches
+from orchestrator.plan.inputs import ManifestInputs as ManifestInputs
+from orchestrator.plan.inputs import ModelLocation as ModelLocation
 
 if TYPE_CHECKING:
     from orchestrator.checkpoint.info import CheckpointInfo
     from orchestrator.engines.base import EngineLaunch
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.manifests.context import ManifestSet
-    from orchestrator.memory.budget import MemoryEstimate
+    from orchestrator.memory.estimate import MemoryEstimate
     from orchestrator.profile.schema import Profile
-
-#: Where local checkpoint directories are mounted inside engine containers.
-CONTAINER_TARGET_DIR: Final = "/models/target"
-CONTAINER_DRAFT_DIR: Final = "/models/draft"
-#: Where engine config files (a ConfigMap) are mounted inside engine containers.
-CONTAINER_CONFIG_DIR: Final = "/etc/specdeploy"
-
-
-@dataclass(frozen=True)
-class ModelLocation:
-    """A model as the profile names it and, when it is a local directory, its absolute path."""
-
-    ref: str
-    local_dir: Path | None
-
-    def for_launch(self, *, container: bool, mount: str) -> str:
-        if self.local_dir is None:
-            return self.ref
-        return mount if container else str(self.local_dir)
-
-
-@dataclass(frozen=True)
-class Launches:
-    """Every launch of one profile, computed once: the profile's own and its baseline twin (the
-    same target, weights and flags without speculation), each with local paths (what
-    `run --local` executes) and with in-container mount paths (what the manifests run)."""
-
-    local: EngineLaunch
-    container: EngineLaunch
-    baseline_local: EngineLaunch
-    baseline_container: EngineLaunch
-
-    def get(self, *, container: bool, baseline: bool = False) -> EngineLaunch:
-        if baseline:
-            return self.baseline_container if container else self.baseline_local
-        return self.container if container else self.local
 
 
 @dataclass(frozen=True)
@@ -134,15 +104,3 @@ class DeploymentPlan(_Outcome):
 
 PlanResult = DeploymentPlan | RejectedPlan
 """What planning one profile gives."""
-
-
-@dataclass(frozen=True)
-class ManifestInputs:
-    """What the manifest set is built from (a plan before its manifests exist)."""
-
-    profile: Profile
-    launches: Launches
-    target: CheckpointInfo | None
-    draft: CheckpointInfo | None
-    target_location: ModelLocation
-    draft_location: ModelLocation | None

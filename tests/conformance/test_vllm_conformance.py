@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator.plan.build import load_and_plan
 from orchestrator.plan.types import DeploymentPlan
@@ -120,3 +121,87 @@ def test_a_misspelt_speculative_config_key_is_refused(
     verdict = vllm_referee.ask({"argv": argv})
     assert not verdict["ok"]
     assert "num_speculative_token" in verdict["error"]
+
+
+SCHEDULE_PROFILE = Path(__file__).parents[2] / "profiles" / "local" / "tiny-draft-schedule.yaml"
+
+
+def _scheduled_profile(tmp_path: Path, schedule: list[list[int]], concurrency: int) -> Path:
+    """tiny-draft-schedule.yaml with another schedule and max_concurrency (models made absolute,
+    so the copy may live anywhere)."""
+    data = yaml.safe_load(SCHEDULE_PROFILE.read_text())
+    for section in ("target", "proposer"):
+        data[section]["model"] = str((SCHEDULE_PROFILE.parent / data[section]["model"]).resolve())
+    data["proposer"]["num_speculative_tokens_per_batch_size"] = schedule
+    data["serving"]["max_concurrency"] = concurrency
+    path = tmp_path / "scheduled.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+class TestDraftLengthSchedule:
+    """vLLM 0.32.0 takes the rendered num_speculative_tokens_per_batch_size, its scheduler runs the
+    draft length specdeploy plans at every batch size, and a schedule our rule refuses is refused
+    by vLLM itself with the condition the rule quotes."""
+
+    def test_vllm_runs_the_draft_lengths_specdeploy_plans(
+        self, tmp_path: Path, vllm_referee: Referee, stand_ins: StandIns
+    ) -> None:
+        # A gap (5-7 keeps 4), a k above num_speculative_tokens (clamped to 4, and carried
+        # through 17-32), speculation off from 33 and a tail past the last range (49-64).
+        schedule = [[1, 4, 4], [8, 16, 6], [33, 48, 0]]
+        plan = load_and_plan(_scheduled_profile(tmp_path, schedule, 64), offline=True)
+        assert [f.rule for f in plan.findings if "schedule" in f.rule] == [
+            "engine.spec-schedule-clamped"
+        ]
+        argv = referee_argv(plan, stand_ins)
+        verdict = vllm_referee.ask({"argv": argv})
+        assert verdict["ok"], f"vLLM refused at {verdict['stage']}: {verdict['error']}"
+        resolved = verdict["resolved"]
+        assert resolved["speculative"]["num_speculative_tokens_per_batch_size"] == schedule
+        proposer = plan.profile.proposer if plan.profile is not None else None
+        assert proposer is not None
+        planned = [proposer.tokens_at(batch) for batch in range(1, resolved["max_num_seqs"] + 1)]
+        assert resolved["dynamic_sd"][1:] == planned
+        assert planned[4:7] == [4, 4, 4] and planned[8] == 4 and planned[32:] == [0] * 32
+
+    def test_the_example_profile_s_schedule_reaches_the_scheduler(
+        self, vllm_referee: Referee, stand_ins: StandIns
+    ) -> None:
+        plan = load_and_plan(SCHEDULE_PROFILE, offline=True)
+        verdict = vllm_referee.ask({"argv": referee_argv(plan, stand_ins)})
+        assert verdict["ok"], verdict
+        assert verdict["resolved"]["dynamic_sd"] == [0, 4, 4, 2, 0]
+
+    @pytest.mark.parametrize(
+        "schedule",
+        [
+            [[0, 4, 3], [5, 8, 2]],
+            [[1, 4, 3], [9, 5, 2]],
+            [[1, 4, 3], [4, 8, 2]],
+            [[2, 8, 3]],
+        ],
+        ids=["not-positive", "start-above-end", "overlap", "not-from-one"],
+    )
+    def test_an_invalid_schedule_is_refused_by_vllm_as_the_rule_says(
+        self,
+        tmp_path: Path,
+        schedule: list[list[int]],
+        vllm_referee: Referee,
+        stand_ins: StandIns,
+    ) -> None:
+        refused = load_and_plan(_scheduled_profile(tmp_path, schedule, 16), offline=True)
+        findings = [f for f in refused.errors if f.rule == "engine.spec-schedule-valid"]
+        # vLLM's create_engine_config accepts it; its scheduler does not. Render a valid schedule,
+        # then put the invalid one into the rendered --speculative-config.
+        valid = load_and_plan(_scheduled_profile(tmp_path, [[1, 16, 3]], 16), offline=True)
+        argv = referee_argv(valid, stand_ins)
+        index = argv.index("--speculative-config") + 1
+        spec = json.loads(argv[index])
+        spec["num_speculative_tokens_per_batch_size"] = schedule
+        argv[index] = json.dumps(spec)
+        verdict = vllm_referee.ask({"argv": argv})
+        assert not verdict["ok"] and verdict["stage"] == "scheduler", verdict
+        said = verdict["error"].removeprefix("ValueError: ")
+        # The rule reports vLLM's conditions in vLLM's order: its first finding is vLLM's error.
+        assert verdict["error"].startswith("ValueError: ") and said in findings[0].what

@@ -6,7 +6,11 @@ result per line to the original stdout; vLLM's own logging goes to stderr. The s
 `vllm serve` does before it starts an engine (vllm/entrypoints/cli/serve.py, vLLM 0.32.0):
 make_arg_parser -> parse_args -> validate_parsed_serve_args ->
 AsyncEngineArgs.from_cli_args(args).create_engine_config()
-(shared/reference/feasibility_vllm.md §3).
+(shared/reference/feasibility_vllm.md §3). A draft-length schedule
+(num_speculative_tokens_per_batch_size) is only typed there; the engine core checks it when it
+builds its scheduler, so a last stage makes the same call Scheduler.__init__ makes
+(vllm/v1/core/sched/scheduler.py L307-L314): build_dynamic_sd_schedule_lookup with the resolved
+max_num_seqs and num_speculative_tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from vllm.entrypoints.launchers.cli_args import (  # noqa: E402
     validate_parsed_serve_args,
 )
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
+from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup  # noqa: E402
 
 
 def referee(argv: list[str]) -> dict[str, Any]:
@@ -47,13 +52,29 @@ def referee(argv: list[str]) -> dict[str, Any]:
         validate_parsed_serve_args(args)
         stage = "engine-config"
         config = AsyncEngineArgs.from_cli_args(args).create_engine_config()
+        stage = "scheduler"
+        lookup = scheduler_lookup(config)
     except SystemExit as exc:  # argparse: unknown flag, bad type or choice
         lines = errors.getvalue().strip().splitlines()  # usage text, then "vllm serve: error: ..."
         return {"ok": False, "stage": stage, "error": lines[-1] if lines else str(exc)}
     except Exception as exc:
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return {"ok": False, "stage": stage, "error": last}
-    return {"ok": True, "stage": "done", "resolved": summarize(config)}
+    return {"ok": True, "stage": "done", "resolved": {**summarize(config), "dynamic_sd": lookup}}
+
+
+def scheduler_lookup(config: Any) -> list[int] | None:
+    """The batch size -> draft length table the scheduler runs on (index 0 unused), built as
+    Scheduler.__init__ builds it; None when the config carries no schedule."""
+    spec = config.speculative_config
+    if spec is None or not spec.num_speculative_tokens_per_batch_size:
+        return None
+    lookup: list[int] = build_dynamic_sd_schedule_lookup(
+        spec.num_speculative_tokens_per_batch_size,
+        vllm_max_batch_size=config.scheduler_config.max_num_seqs,
+        vllm_num_speculative_tokens=config.num_speculative_tokens,
+    )
+    return lookup
 
 
 def summarize(config: Any) -> dict[str, Any]:
@@ -69,6 +90,7 @@ def summarize(config: Any) -> dict[str, Any]:
         "gpu_memory_utilization": config.cache_config.gpu_memory_utilization,
         "kv_cache_dtype": str(config.cache_config.cache_dtype),
         "max_num_seqs": config.scheduler_config.max_num_seqs,
+        "data_parallel_size": config.parallel_config.data_parallel_size,
         "enforce_eager": config.model_config.enforce_eager,
         "speculative": None,
     }
@@ -81,6 +103,7 @@ def summarize(config: Any) -> dict[str, Any]:
             "prompt_lookup_min": spec.prompt_lookup_min,
             "prompt_lookup_max": spec.prompt_lookup_max,
             "draft_tensor_parallel_size": spec.draft_tensor_parallel_size,
+            "num_speculative_tokens_per_batch_size": spec.num_speculative_tokens_per_batch_size,
         }
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,7 +51,25 @@ class TokenizerFamily:
 def catalog_info(model: str) -> CheckpointInfo | None:
     """The built-in catalog's facts about `model` (hub id or alias, case-insensitive), or None."""
     entry = catalog_entry(model)
-    return entry_info(entry, model) if entry is not None else None
+    return with_verifier_width(entry_info(entry, model), entry) if entry is not None else None
+
+
+def with_verifier_width(info: CheckpointInfo, entry: CatalogEntry) -> CheckpointInfo:
+    """An EAGLE head whose config does not give the hidden size it reads gets its verifier's:
+    the head was trained on that model's hidden states (the catalog records the verifier from
+    the publisher's documentation). 45 of the built-in catalog's 50 such heads gain a checkable
+    width this way, so a head for another model no longer passes with only an info."""
+    head = info.eagle
+    if head is None or head.target_hidden_size is not None or not entry.verifier:
+        return info
+    verifier = catalog_entry(entry.verifier)
+    if verifier is None or verifier.model.lower() == entry.model.lower():
+        return info
+    width = entry_info(verifier, verifier.model).hidden_size
+    if width is None:
+        return info
+    head = replace(head, target_hidden_size=width, target_hidden_size_from=verifier.model)
+    return replace(info, eagle=head)
 
 
 def answering_catalog(info: CheckpointInfo) -> CatalogKind | None:

@@ -54,6 +54,29 @@ class TestOverBudget:
         [finding] = over_budget(_ctx(make_profile(), with_memory=False, target=False))
         assert "was not resolved" in finding.what
 
+    def test_a_resolved_target_that_cannot_be_sized_is_refused_not_passed(self) -> None:
+        # Issue 23: Qwen3-235B-A22B-Instruct-2507's catalog facts lack hidden_size / head_dim;
+        # validate used to exit 0 with no budget. It now says which facts and what is known.
+        from orchestrator.checkpoint.catalog import catalog_info
+
+        model = "Qwen/Qwen3-235B-A22B-Instruct-2507"
+        info = catalog_info(model)
+        assert info is not None
+        profile = make_profile(
+            target={"model": model},
+            proposer={"method": "ngram", "num_speculative_tokens": 3},
+            hardware={"gpu": "H200", "tensor_parallel_size": 8},
+        )
+        assert estimate_memory(profile, info, None) is None
+        release = release_for(profile.engine.name, profile.engine.version)
+        ctx = CompatContext(profile=profile, release=release, target=info, draft=None, memory=None)
+        [finding] = over_budget(ctx)
+        assert finding.severity == "error"
+        assert "does not give hidden_size" in finding.what and "head_dim" in finding.what
+        assert "235.0 B published parameters" in finding.what
+        assert "54.7 GiB on each of 8 GPUs" in finding.what
+        assert "huggingface-cli download" in finding.fix
+
 
 class TestConcurrencyAtMaxContext:
     def test_warns_with_both_numbers_when_fewer_full_length_sequences_fit(self) -> None:
@@ -122,3 +145,19 @@ class TestHighConcurrency:
     def test_does_not_apply_to_a_baseline(self) -> None:
         profile = make_profile(proposer={"method": "none"}, serving={"max_concurrency": 256})
         assert high_concurrency(_ctx(profile, with_memory=False)) == []
+
+    def test_a_schedule_is_judged_at_the_draft_length_it_runs_at_that_load(self) -> None:
+        head = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+        off = {**head, "num_speculative_tokens_per_batch_size": [[1, 32, 3], [33, 1024, 0]]}
+        speculating = make_profile(proposer=off, serving={"max_concurrency": 32})
+        assert high_concurrency(_ctx(speculating, with_memory=False)) == []  # 32 x 4 = 128
+        off_at_load = make_profile(proposer=off, serving={"max_concurrency": 128})
+        assert high_concurrency(_ctx(off_at_load, with_memory=False)) == []  # k 0 at 128
+        lowered = {**head, "num_speculative_tokens_per_batch_size": [[1, 32, 3], [33, 1024, 2]]}
+        profile = make_profile(proposer=lowered, serving={"max_concurrency": 128})
+        [finding] = high_concurrency(_ctx(profile, with_memory=False))
+        assert (
+            "serving.max_concurrency=128 x (the draft length "
+            "proposer.num_speculative_tokens_per_batch_size schedules there=2 + 1) = 384 tokens"
+        ) in finding.what
+        assert "k: 0 turns speculation off there" in finding.fix

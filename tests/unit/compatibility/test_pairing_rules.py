@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from orchestrator.checkpoint.catalog import catalog_info
+from orchestrator.checkpoint.catalog.user import record, user_catalog_path
+from orchestrator.checkpoint.files import read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
 from orchestrator.checkpoint.reading import read_checkpoint_dir
 from orchestrator.checkpoint.resolution import CheckpointResolver
@@ -34,6 +36,7 @@ from orchestrator.compatibility.pairing_rules import (
     speculators_format_is_read,
     speculators_verifier_matches,
     trtllm_eagle_checkpoint,
+    user_catalog_named,
 )
 from orchestrator.compatibility.rule import CompatContext, Finding, run_rules
 from orchestrator.compatibility.shape_rules import max_model_len_supported, tensor_parallel_shape
@@ -139,7 +142,8 @@ def one(findings: list[Finding]) -> Finding:
 
 def test_rule_ids_are_the_contract() -> None:
     assert {r.id for r in RULES} == {
-        "checkpoint.unresolved", "pairing.draft-tokenizer", "pairing.draft-vocab-size",
+        "checkpoint.unresolved", "checkpoint.user-catalog", "pairing.draft-tokenizer",
+        "pairing.draft-vocab-size",
         "pairing.eagle-head-hidden-size", "pairing.eagle-head-vocab", "pairing.eagle-generation",
         "pairing.eagle-aux-layers", "pairing.speculators-verifier", "pairing.mtp-layers",
         "pairing.speculators-format",
@@ -169,6 +173,37 @@ class TestCheckpointResolved:
 
     def test_passes_when_everything_resolved(self) -> None:
         assert checkpoint_resolved(context(target=fixture("qwen3-8b"))) == []
+
+
+class TestUserCatalogNamed:
+    def recorded(self, tmp_path: Path, model: str, slug: str) -> CheckpointInfo:
+        config = read_json_object(FIXTURES / slug / "config.json") or {}
+        record(model, fixture(slug), config, added_from=f"local directory {slug}")
+        resolver = CheckpointResolver(base_dir=tmp_path, offline=True, hf_cache=tmp_path / "hub")
+        found = resolver.resolve("target.model", model, None)
+        assert isinstance(found, CheckpointInfo)
+        return found
+
+    def test_a_user_entry_with_a_built_in_id_names_the_file_and_what_it_shadows(
+        self, tmp_path: Path
+    ) -> None:
+        target = self.recorded(tmp_path, "Qwen/Qwen3-8B", "qwen3-0.6b")
+        finding = one(user_catalog_named(context(target=target)))
+        assert finding.severity == "info" and finding.field == "target.model"
+        assert f"user catalog {user_catalog_path()}" in finding.what
+        assert "shadows the built-in catalog entry Qwen/Qwen3-8B (models/qwen3.json)" in (
+            finding.what
+        )
+
+    def test_a_user_entry_of_its_own_id_names_the_file_only(self, tmp_path: Path) -> None:
+        draft = self.recorded(tmp_path, "acme/draft", "qwen3-0.6b")
+        finding = one(user_catalog_named(context(target=fixture("qwen3-8b"), draft=draft)))
+        assert finding.field == "proposer.model" and str(user_catalog_path()) in finding.what
+        assert "shadows" not in finding.what
+
+    def test_files_and_the_built_in_catalog_say_nothing(self) -> None:
+        ctx = context(target=fixture("qwen3-8b"), draft=catalog("Qwen/Qwen3-0.6B"))
+        assert user_catalog_named(ctx) == []
 
 
 class TestDraftTokenizerMatches:
@@ -290,14 +325,31 @@ class TestEagleHeadHiddenSizeMatches:
         assert eagle_head_hidden_size_matches(ctx) == []
 
     def test_cannot_check_an_unknown_head_width(self) -> None:
-        draft = catalog("RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3")
-        ctx = context("eagle3", target=catalog("meta-llama/Llama-3.3-70B-Instruct"), draft=draft)
+        # neither the head's config nor its verifier's catalog entry gives a width
+        head = "RedHatAI/Qwen3-30B-A3B-Instruct-2507-speculator.eagle3"
+        verifier = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+        assert catalog(verifier).hidden_size is None
+        ctx = context("eagle3", target=catalog(verifier), draft=catalog(head))
         finding = one(eagle_head_hidden_size_matches(ctx))
         assert finding.severity == "info" and "huggingface-cli download" in finding.fix
         # It is the head's width that is unknown: the finding names the head, not the target.
-        assert "RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3" in finding.what
-        assert "Llama-3.3-70B-Instruct lacks" not in finding.what
-        assert "meta-llama/Llama-3.3-70B-Instruct" not in finding.what
+        assert head in finding.what
+        assert f"{verifier} lacks" not in finding.what
+
+    def test_a_head_without_its_width_reads_its_verifiers(self) -> None:
+        # the head's catalog config has no hidden size, but the catalog records the model it was
+        # trained for, whose hidden states it reads: that width is checked
+        draft = catalog("RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3")
+        assert draft.eagle is not None and draft.eagle.target_hidden_size == 8192
+        assert draft.eagle.target_hidden_size_from == "meta-llama/Llama-3.3-70B-Instruct"
+        own = context("eagle3", target=catalog("meta-llama/Llama-3.3-70B-Instruct"), draft=draft)
+        assert eagle_head_hidden_size_matches(own) == []
+        other = context("eagle3", target=catalog("meta-llama/Llama-3.1-8B-Instruct"), draft=draft)
+        finding = one(eagle_head_hidden_size_matches(other))
+        assert finding.severity == "error" and "hidden_size=4096" in finding.what
+        assert "(that of meta-llama/Llama-3.3-70B-Instruct, its verifier in the catalog)" in (
+            finding.what
+        )
 
 
 class TestEagleHeadVocabMatches:

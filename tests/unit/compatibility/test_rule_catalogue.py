@@ -57,4 +57,11 @@ def test_every_contract_rule_is_implemented() -> None:
         "pairing.speculators-format",
         "engine.attention-data-parallel",
         "serving.secret-in-args",
+        "checkpoint.user-catalog",
+        "engine.policy-cannot-act",
+        "engine.spec-schedule-supported",
+        "engine.spec-schedule-baseline",
+        "engine.spec-schedule-valid",
+        "engine.spec-schedule-clamped",
+        "engine.spec-schedule-data-parallel",
     }

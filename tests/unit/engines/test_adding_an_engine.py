@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from orchestrator.compatibility.rule import CompatContext, Finding, Rule, rule
-from orchestrator.engines.base import Collectives, EngineLaunch, LaunchSpec
+from orchestrator.engines.base import Collectives, EngineLaunch, LaunchSpec, ScheduleSupport
 from orchestrator.engines.metrics import Acceptance, NoPhaseTimes, Samples, delta
 from orchestrator.memory.knobs import round_down_fraction
 from orchestrator.memory.kv import StateSlots
@@ -145,6 +145,9 @@ class ToyEngine:
 
     def draft_vocab_must_match(self, release):
         return False
+
+    def reads_batch_size_schedule(self, release):
+        return ScheduleSupport(False, "toy drafts one length at every load", "docs/adding-an-engine.md")
 
     def rules(self) -> tuple[Rule, ...]:
         return (toy_tokens,)

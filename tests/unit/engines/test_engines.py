@@ -47,6 +47,33 @@ class TestVllm:
         argv = launch(make_profile().as_baseline()).argv
         assert "--speculative-config" not in argv
 
+    def test_a_draft_length_schedule_is_a_list_of_three_lists(self) -> None:
+        schedule = [[1, 8, 4], [9, 64, 2], [65, 256, 0]]
+        proposer = {
+            "method": "draft_model",
+            "model": "Qwen/Qwen3-0.6B",
+            "num_speculative_tokens": 4,
+            "num_speculative_tokens_per_batch_size": schedule,
+        }
+        profile = make_profile(proposer=proposer)
+        rendered = flag(launch(profile).argv, "--speculative-config")
+        assert json.loads(rendered) == {
+            "method": "draft_model",
+            "model": "Qwen/Qwen3-0.6B",
+            "num_speculative_tokens": 4,
+            "num_speculative_tokens_per_batch_size": schedule,
+        }
+        assert '"num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 64, 2], [65, 256, 0]]' in (
+            rendered
+        )
+        # The baseline twin differs only in the speculative flag: no schedule anywhere.
+        baseline = launch(profile.as_baseline()).argv
+        assert not any("per_batch_size" in token for token in baseline)
+
+    def test_without_a_schedule_the_key_is_not_rendered(self) -> None:
+        config = json.loads(flag(launch(make_profile()).argv, "--speculative-config"))
+        assert "num_speculative_tokens_per_batch_size" not in config
+
     def test_serving_fields_map_to_flags(self) -> None:
         profile = make_profile(
             hardware={"gpu": "H100-80GB", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from orchestrator.checkpoint.catalog import catalog_info
 from orchestrator.checkpoint.info import CheckpointInfo
-from orchestrator.memory.budget import MemoryEstimate, estimate_memory
+from orchestrator.memory.budget import estimate_memory
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.report import memory_table
 from tests.support import make_profile
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.memory.budget import MemoryEstimate, engine_kv_gib, estimate_memory
+from orchestrator.memory.budget import engine_kv_gib, estimate_memory
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.gpus import GIB, find_gpu
 from tests.unit.memory.conftest import LLAMA_8B, info, make_profile
 

@@ -1,0 +1,50 @@
+"""Policy rules: an operator policy the profile's engine cannot feed. `switch` compares the twins'
+time per output token, which needs a per-request TPOT histogram in the engine's /metrics;
+`retune` reads acceptance per drafted position. Where the engine exposes neither, the operator
+would hold the traffic and the draft length as `static` does, forever, while the resource says
+`switch` or `retune`."""
+
+from __future__ import annotations
+
+from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.compatibility.unchecked import at_field
+from orchestrator.engines import ENGINES
+
+#: What each mode reads from the engine's /metrics (an attribute of its `EngineMetrics`).
+_NEEDS = {
+    "switch": ("times_requests", "a per-request time-per-output-token histogram"),
+    "retune": ("accepts_per_position", "speculative acceptance counted per drafted position"),
+}
+
+
+@rule(
+    "engine.policy-cannot-act",
+    source="orchestrator/operator/policy.py (what switch and retune compare); each engine's "
+    "metrics reader: orchestrator/engines/vllm_metrics.py, orchestrator/engines/sglang_metrics.py, "
+    "orchestrator/engines/trtllm_metrics.py",
+    applies=lambda ctx: ctx.profile.policy is not None and ctx.profile.policy.mode in _NEEDS,
+)
+def policy_can_act(ctx: CompatContext) -> Finding | None:
+    """A warning, not an error: the engine serves as it would with `static`, so nothing breaks,
+    but the operator never moves traffic or changes the draft length, which is the reason the
+    policy was written; saying so at validate keeps a silent no-op out of production."""
+    policy = ctx.profile.policy
+    assert policy is not None
+    attribute, what = _NEEDS[policy.mode]
+    metrics = ENGINES[ctx.engine].metrics
+    if getattr(metrics, attribute, False):
+        return None
+    able = sorted(name for name, e in ENGINES.items() if getattr(e.metrics, attribute, False))
+    return at_field(
+        "policy.mode",
+        Finding.warning(
+            what=f"policy.mode={policy.mode} on engine {ctx.engine}: its /metrics have no {what}",
+            why=f"the operator's {policy.mode} reads {what} from both twins; without it every "
+            "interval holds, so traffic and the draft length stay as deployed (as with static)",
+            fix=f"use policy.mode: static (and measure with `specdeploy bench`), or serve with "
+            f"an engine whose /metrics have it ({', '.join(able)})",
+        ),
+    )
+
+
+RULES = (policy_can_act,)
