@@ -43,6 +43,8 @@ STREAM_BYTES_PER_TOKEN: Final = 16 << 10
 """Cap on a stream's bytes per requested token (plus one line): an OpenAI chunk is ~200-300
 bytes, and the bench does not ask for logprobs."""
 _ERROR_SHOWN_CHARS: Final = 300
+"""Server text quoted in an error is cut here, always with printable's mark "…", so that the
+redactor (orchestrator.bench.secrets) also hides a key the cut left only the start of."""
 _MAX_MODEL_ID_CHARS: Final = 512
 _JSON_HEADERS: Final = {"Content-Type": "application/json"}
 
@@ -306,7 +308,8 @@ async def _read_stream(
         detail = (await read_capped(response, MAX_ERROR_BODY_BYTES, truncate=True)).decode(
             "utf-8", "replace"
         )
-        trace.error = f"HTTP {response.status} from {url}: {detail[:_ERROR_SHOWN_CHARS]}"
+        shown = printable(detail, _ERROR_SHOWN_CHARS)
+        trace.error = f"HTTP {response.status} from {url}: {shown}"
         return
     kind = response.headers.get("Content-Type", "")
     if "text/event-stream" not in kind:
@@ -345,11 +348,13 @@ def _handle_event(payload: bytes, trace: _Trace, now: float) -> bool:
     try:
         event = decode_json(payload)
     except BadJson as exc:
-        trace.error = f"not an OpenAI stream: event is not JSON ({exc}): {payload[:80]!r}"
+        shown = printable(payload[:320].decode("utf-8", "replace"), 80)
+        trace.error = f"not an OpenAI stream: event is not JSON ({exc}): {shown!r}"
         return True
     if not isinstance(event, dict) or "error" in event:
         err = event.get("error") if isinstance(event, dict) else event
-        trace.error = f"error event mid-stream after {trace.tokens} tokens: {str(err)[:300]}"
+        shown = printable(str(err), _ERROR_SHOWN_CHARS)
+        trace.error = f"error event mid-stream after {trace.tokens} tokens: {shown}"
         return True
     usage = event.get("usage")
     if isinstance(usage, dict) and "completion_tokens" in usage:

@@ -26,7 +26,8 @@ scheduling and sampling overheads this ignores, so use `specdeploy bench` for th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -210,6 +211,11 @@ class LoadEstimate:
     speedups: tuple[tuple[int, float], ...]
     best_k: int
     best_speedup: float
+    scheduled_k: int | None = None
+    """The draft length the profile's schedule (proposer.num_speculative_tokens_per_batch_size)
+    runs at this load; None without a schedule."""
+    scheduled_speedup: float | None = None
+    """The estimated speedup at `scheduled_k` (1.0 where it is 0: plain decoding)."""
 
     def at(self, k: int) -> float:
         return dict(self.speedups)[k]
@@ -270,16 +276,39 @@ class SpeedupEstimate:
             "reason": self.reason,
             "disagreements": [d.as_json() for d in self.disagreements],
             "assumptions": dict(self.assumptions),
-            "loads": [
-                {
-                    "concurrency": load.concurrency,
-                    "best_k": load.best_k,
-                    "best_speedup": round(load.best_speedup, 4),
-                    "speedup_by_k": {str(k): round(s, 4) for k, s in load.speedups},
-                }
-                for load in self.loads
-            ],
+            "loads": [_load_json(load) for load in self.loads],
         }
+
+
+def _load_json(load: LoadEstimate) -> dict[str, object]:
+    out: dict[str, object] = {
+        "concurrency": load.concurrency,
+        "best_k": load.best_k,
+        "best_speedup": round(load.best_speedup, 4),
+        "speedup_by_k": {str(k): round(s, 4) for k, s in load.speedups},
+    }
+    if load.scheduled_k is not None and load.scheduled_speedup is not None:
+        out["scheduled_k"] = load.scheduled_k  # only profiles with a schedule carry these
+        out["scheduled_speedup"] = round(load.scheduled_speedup, 4)
+    return out
+
+
+def with_schedule(
+    found: SpeedupEstimate,
+    draft_length: Callable[[int], int],
+    acceptance: Accepts,
+    cost: Cost,
+    roofline: Roofline | None,
+) -> SpeedupEstimate:
+    """The estimate with each load's speedup at the draft length a schedule runs there
+    (`draft_length(concurrency)`, taking the load's sequences as the batch size); a draft
+    length of 0 is plain decoding, 1.0 by definition."""
+    rows = []
+    for row in found.loads:
+        k = draft_length(row.concurrency)
+        gain = speedup(acceptance, k, cost, row.concurrency, roofline) if k > 0 else 1.0
+        rows.append(dataclasses.replace(row, scheduled_k=k, scheduled_speedup=gain))
+    return dataclasses.replace(found, loads=tuple(rows))
 
 
 def estimate(

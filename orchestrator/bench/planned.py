@@ -23,6 +23,7 @@ from orchestrator.bench.estimate import (
     SpeedupEstimate,
     estimate,
     roofline_for,
+    with_schedule,
 )
 from orchestrator.checkpoint.catalog import catalog_entries, catalog_entry
 from orchestrator.checkpoint.catalog.entries import CatalogEntry
@@ -31,7 +32,7 @@ from orchestrator.checkpoint.info import CheckpointInfo
 from orchestrator.compatibility.memory_rules import high_concurrency
 from orchestrator.compatibility.rule import CompatContext
 from orchestrator.errors import OrchestratorError
-from orchestrator.memory.budget import MemoryEstimate
+from orchestrator.memory.estimate import MemoryEstimate
 from orchestrator.memory.formulas import (
     DTYPE_BYTES,
     EXPERTS_ONLY_QUANT,
@@ -104,6 +105,8 @@ def estimate_planned(
     top = max(memory.max_concurrency, requested, 1)
     loads = sorted({c for c in LOADS if c <= top} | {requested, 1})
     found = estimate(accepts.curve, cost, roofline, loads=loads, serving_concurrency=requested)
+    if profile.proposer.num_speculative_tokens_per_batch_size is not None:
+        found = with_schedule(found, profile.proposer.tokens_at, accepts.curve, cost, roofline)
     assumptions: tuple[tuple[str, float | str], ...] = (
         ("context_tokens", context_tokens),
         ("gpu_bandwidth_tbps", gpu.bandwidth_tbps),
@@ -232,7 +235,13 @@ def disagreements(
                     "serving": profile.serving.model_copy(
                         update={"max_concurrency": row.concurrency}
                     ),
-                    "proposer": profile.proposer.model_copy(update={"num_speculative_tokens": k}),
+                    # The estimate's draft length, not a schedule's.
+                    "proposer": profile.proposer.model_copy(
+                        update={
+                            "num_speculative_tokens": k,
+                            "num_speculative_tokens_per_batch_size": None,
+                        }
+                    ),
                 }
             )
             warned = high_concurrency(CompatContext(probe, release, result.target, result.draft))

@@ -20,6 +20,7 @@ from orchestrator.bench.stats import Distribution, Ratio
 from orchestrator.bench.summary import ArmSummary
 from orchestrator.bench.sweep import SweepRecord
 from orchestrator.bench.verdict import LevelVerdict, Verdict
+from orchestrator.redaction import Redactor
 
 SCHEMA: Final = "specdeploy.bench/v1"
 JSON_NAME: Final = "bench.json"
@@ -27,19 +28,24 @@ MARKDOWN_NAME: Final = "bench.md"
 PNG_NAME: Final = "bench.png"
 
 
-def write_reports(record: SweepRecord, verdict: Verdict, out: Path) -> list[Path]:
-    """Write bench.json, bench.md and bench.png into `out`; returns the paths written."""
+def write_reports(
+    record: SweepRecord, verdict: Verdict, out: Path, redactor: Redactor | None = None
+) -> list[Path]:
+    """Write bench.json, bench.md and bench.png into `out`; returns the paths written. With a
+    redactor, every string of the JSON and the whole Markdown text pass through it (the PNG
+    holds only numbers and fixed labels)."""
+    redact = redactor or Redactor(())
     out.mkdir(parents=True, exist_ok=True)
-    document = to_json(record, verdict)
+    document = redact.data(to_json(record, verdict))
     paths = [out / JSON_NAME, out / MARKDOWN_NAME, out / PNG_NAME]
     paths[0].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    paths[1].write_text(to_markdown(record, verdict), encoding="utf-8")
+    paths[1].write_text(redact(to_markdown(record, verdict)), encoding="utf-8")
     write_png(verdict, paths[2])
     return paths
 
 
 def to_json(record: SweepRecord, verdict: Verdict) -> dict[str, Any]:
-    """The JSON document (contract: DESIGN.md §7)."""
+    """The JSON document (contract: docs/cli.md, `bench`)."""
     config = record.config
     return {
         "schema": SCHEMA,

@@ -79,6 +79,11 @@ def ratio_of_means(
     return Ratio(point, low, high)
 
 
+def mean_with_interval(values: Sequence[float]) -> Ratio | None:
+    """The mean of `values` with its percentile bootstrap interval (as a Ratio over 1)."""
+    return ratio_of_means(values, [1.0])
+
+
 def _ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
     bottom = sum(denominator) / len(denominator)
     return (sum(numerator) / len(numerator)) / bottom if bottom > 0 else math.inf

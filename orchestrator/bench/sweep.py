@@ -9,7 +9,8 @@ latency users see at a given traffic, including the queueing a slower arm builds
 
 Bounded: each arm-level sends at most `requests` requests and starts none after
 `level_time_limit_s`; each request has its own total and stall timeouts. Ctrl-C ends the sweep
-but keeps every finished request (the level in progress is kept and marked incomplete).
+but keeps every finished request (the level in progress is kept and marked incomplete); so does
+SIGTERM.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import asyncio
 import contextlib
 import dataclasses
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Literal
 
 from orchestrator.bench import client as http
@@ -148,14 +151,51 @@ def run_sweep(
     progress: Progress = lambda _: None,
 ) -> SweepRecord:
     """Probe both arms (BenchError when unusable), then sweep; returns what was measured, also
-    when interrupted with Ctrl-C."""
+    when interrupted with Ctrl-C (SIGINT) or stopped with SIGTERM (the same graceful stop)."""
     record = SweepRecord(candidate, baseline, workload, config)
+    terminated: list[int] = []
     try:
-        asyncio.run(_sweep(record, progress))
+        asyncio.run(_sweep_until_sigterm(record, progress, terminated))
     except KeyboardInterrupt:
         record.interrupt()
         progress("interrupted: keeping what was measured so far")
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+        record.interrupt()
+        progress("terminated (SIGTERM): keeping what was measured so far")
     return record
+
+
+async def _sweep_until_sigterm(
+    record: SweepRecord, progress: Progress, terminated: list[int]
+) -> None:
+    """`_sweep`, cancelled by SIGTERM as asyncio.run cancels it on SIGINT: the sweep task is
+    cancelled from the event loop, so every request and connection closes in order and the
+    record keeps what was measured. The previous SIGTERM handler is back once the sweep ends
+    (a second SIGTERM during the stop meets it). Outside the main thread no handler can be set
+    and SIGTERM keeps its previous meaning."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None:  # set outside Python: the default is the closest handler to restore
+        previous = signal.SIG_DFL
+
+    def on_sigterm(signum: int, _frame: FrameType | None) -> None:
+        terminated.append(signum)
+        signal.signal(signal.SIGTERM, previous)
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    try:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (e.g. a test runner's worker)
+        await _sweep(record, progress)
+        return
+    try:
+        await _sweep(record, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 async def _sweep(record: SweepRecord, progress: Progress) -> None:

@@ -36,6 +36,7 @@ def test_every_script_has_a_smoke_test() -> None:
         "cli_startup.py",
         "layered_testbed.py",
         "memory_accuracy.py",
+        "tune_cost.py",
     }, "a new benchmark script needs its smoke test here"
 
 
@@ -58,6 +59,11 @@ def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
     [
         ("cli_startup.py", ("--runs", "1"), rf"^ratio to the pydantic floor: +{NUMBER}x"),
         ("memory_accuracy.py", (), rf"^kv-formula: n=\d+ median {NUMBER}% max {NUMBER}%"),
+        (
+            "tune_cost.py",
+            ("--k", "1,8", "--concurrency", "1,8", "--requests", "4"),
+            rf"^time to a schedule, pruned / exhaustive: {NUMBER}x",
+        ),
     ],
 )
 def test_script_prints_its_ratio(script: str, args: tuple[str, ...], pattern: str) -> None:

@@ -122,3 +122,44 @@ def test_engine_refusal_is_surfaced_readably(tiny_models: TinyModels, tmp_path: 
     assert "max_model_len" in result.stderr
     assert "Traceback" not in result.stderr.split("last lines of its log")[0]
     assert "fix:" in result.stderr
+
+
+def test_a_schedule_drafts_only_at_the_loads_it_speculates_at(
+    baseline_text: list[str], tmp_path: Path, tiny_models: TinyModels
+) -> None:
+    """One request at a time is a batch of one: a schedule with k 0 there drafts nothing, the
+    example's (k 4 there) drafts; the greedy text is the target's either way."""
+    schedule = {"num_speculative_tokens_per_batch_size": [[1, 1, 0], [2, 4, 4]]}
+    off = _profile(tmp_path, "tiny-schedule-off", proposer=schedule)
+    with specdeploy_run(off, tmp_path=tmp_path) as run:
+        text_off = greedy(run.url)
+        counters_off = spec_counters(run.url)
+    assert counters_off.get("num_draft_tokens", 0) == 0, counters_off
+    assert text_off == baseline_text
+    on = LOCAL_PROFILES_DIR / "tiny-draft-schedule.yaml"
+    with specdeploy_run(on, tmp_path=tmp_path / "on") as run:
+        text_on = greedy(run.url)
+        counters_on = spec_counters(run.url)
+    assert counters_on["num_draft_tokens"] > 0, counters_on
+    assert text_on == baseline_text
+
+
+def test_vllm_itself_refuses_the_schedule_the_rule_refuses(
+    tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    """engine.spec-schedule-valid refuses an overlap before launch (exit 4); with the rule
+    ignored, vLLM starts and its engine core exits on the same condition (exit 6)."""
+    schedule = {"num_speculative_tokens_per_batch_size": [[1, 2, 4], [2, 4, 2]]}
+    profile = _profile(tmp_path, "tiny-schedule-overlap", proposer=schedule)
+    refused = _run(profile, tmp_path)
+    assert refused.returncode == 4, refused.stderr
+    condition = "Batch-size ranges must be non-overlapping and sorted."
+    assert "engine.spec-schedule-valid" in refused.stderr and condition in refused.stderr
+    log = tmp_path / "engine.log"
+    ignored = ("--ignore", "engine.spec-schedule-valid", "--timeout", "240", "--log-file", str(log))
+    started = _run(profile, tmp_path, *ignored)
+    assert started.returncode == 6, started.stderr[-3000:]
+    # The engine core's own traceback: Scheduler.__init__ -> build_dynamic_sd_schedule_lookup.
+    engine_log = log.read_text()
+    assert f"ValueError: {condition}" in engine_log, engine_log[-3000:]
+    assert "build_dynamic_sd_schedule_lookup" in engine_log

@@ -1,8 +1,9 @@
 """A small OpenAI-compatible streaming server on 127.0.0.1 with injected latencies and faults.
 
 It serves /v1/models, streamed /v1/completions and /v1/chat/completions, and /metrics with vLLM
-spec-decode counters. Each decode step sleeps `step_delay(active)` seconds, where `active` is
-the number of requests streaming at that moment, and commits `tokens_per_step` tokens (one chunk),
+spec-decode counters. Each decode step takes `step_delay(active)` seconds (kept on a deadline
+clock, so scheduler lateness does not accumulate), where `active` is the number of requests
+streaming at that moment, and commits `tokens_per_step` tokens (one chunk),
 so a "speculative" server is one that commits several tokens per, slower, step. Faults:
 `not_openai`, `http_500`, `error_after`, `stall_after`, `close_after`, `close_silently` (drop the
 connection after each response without saying so), `hangup` (drop generation requests after the
@@ -77,17 +78,20 @@ class Counters:
 class LoopbackServer:
     """Start with `with LoopbackServer(Behaviour(...)) as server:`; `server.url` is its root."""
 
-    def __init__(self, behaviour: Behaviour | None = None) -> None:
+    def __init__(
+        self, behaviour: Behaviour | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.behaviour = behaviour or Behaviour()
         self.counters = Counters()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
-        self.port = 0
+        self.host = host
+        self.port = port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> LoopbackServer:
         self._thread.start()
@@ -102,7 +106,7 @@ class LoopbackServer:
         self._loop.close()
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _stop(self) -> None:
@@ -196,7 +200,7 @@ class LoopbackServer:
         b, c = self.behaviour, self.counters
         began = time.perf_counter()
         await asyncio.sleep(b.first_token_delay)
-        first = last = time.perf_counter()
+        first = last = due = time.perf_counter()
         sent = 0
         while sent < max_tokens:
             if b.error_after is not None and sent >= b.error_after:
@@ -209,7 +213,11 @@ class LoopbackServer:
                 return False
             n = 1 if sent == 0 else min(per_step, max_tokens - sent)
             if sent:
-                await asyncio.sleep(b.step_delay(c.active))
+                # paced on a deadline clock: a late wake-up (a loaded machine's scheduler)
+                # shortens the next sleep instead of adding to every step, so a request's time
+                # stays the sum of its steps' delays and not a count of its steps times the lateness
+                due += b.step_delay(c.active)
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
                 if b.draft_tokens_per_step:
                     c.drafts += 1
                     c.draft_tokens += b.draft_tokens_per_step

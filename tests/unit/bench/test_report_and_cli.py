@@ -23,8 +23,10 @@ def bench(*args: str) -> Result:
 
 @pytest.fixture
 def pair(start_server: StartServer) -> tuple[str, str]:
-    cand = start_server(step_delay=lambda a: 0.004, tokens_per_step=3, draft_tokens_per_step=3)
-    base = start_server(step_delay=lambda a: 0.004)
+    # 20 ms steps keep a request's time the server's: with 4 ms ones a loaded CI machine measured
+    # 1.26x for this 3x pair, a request's fixed costs in this one process weighing as its steps
+    cand = start_server(step_delay=lambda a: 0.02, tokens_per_step=3, draft_tokens_per_step=3)
+    base = start_server(step_delay=lambda a: 0.02)
     return cand.url, base.url
 
 
@@ -311,8 +313,10 @@ class TestPredictionOn:
     def test_only_the_candidate_gets_it_and_the_report_says_so(
         self, start_server: StartServer, tmp_path: Path
     ) -> None:
-        # a matching prediction lets the server commit 4 tokens per step instead of 1
-        server = start_server(step_delay=lambda a: 0.004, prediction_tokens_per_step=4)
+        # a matching prediction lets the server commit 4 tokens per step instead of 1; 20 ms
+        # steps keep each request's time the server's (4 ms ones measured 1.08x on a loaded
+        # machine, where a request's fixed costs in this one process weighed as much as its steps)
+        server = start_server(step_delay=lambda a: 0.02, prediction_tokens_per_step=4)
         result = self.run(server.url, tmp_path, "--prediction-on", "candidate")
         assert result.exit_code == 0, result.output
         predicted = [b for b in server.counters.bodies if "prediction" in b]

@@ -1,0 +1,262 @@
+"""`specdeploy tune` against loopback servers whose costs place each k's crossover.
+
+One server per draft length at 127.0.1.<k> on one port (so `--endpoint-per-k` is a real URL
+template), plus the baseline. A server with k commits k + 1 tokens per step (every draft token
+accepted) and its step time grows with the requests in it, faster for longer drafts:
+
+    per output token        concurrency 1   4               8
+    baseline (10 ms)        10 ms           10 ms           10 ms
+    k=1 (12 ms, 30 over 4)  6 ms (1.7x)     6 ms (1.7x)     15 ms (0.67x)
+    k=3 (16 ms, 60 over 1)  4 ms (2.5x)     15 ms (0.67x)   not measured: it lost at 4 already
+
+so the choice is k=3 at 1, k=1 at 4 and the baseline (k=0) at 8.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from orchestrator.bench.stats import Ratio
+from orchestrator.cli import cli
+from orchestrator.tune.choose import Cell, Choice, choose, crossover, prune, schedule
+from tests.support import REPO_ROOT
+from tests.unit.bench.loopback import Behaviour, LoopbackServer
+
+KS = (1, 3)
+STEP = {0: (0.010, 99, 0.010), 1: (0.012, 4, 0.030), 3: (0.016, 1, 0.060)}
+"""k -> (step seconds up to a number of requests in the server, that number, step seconds above):
+a verifier whose batch is full. Steps, not a smooth growth, so each cell is far from even (a
+smooth growth measured k=1 losing at 4 on a loaded CI machine)."""
+
+
+def _step(k: int) -> Any:
+    low, up_to, high = STEP[k]
+    return lambda active: low if active <= up_to else high
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[str, str]]:
+    """(endpoint template, baseline URL)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.1.1", 0))
+        port = probe.getsockname()[1]
+    with ExitStack() as stack:
+        for k in KS:
+            behaviour = Behaviour(
+                step_delay=_step(k), tokens_per_step=k + 1, draft_tokens_per_step=k
+            )
+            stack.enter_context(LoopbackServer(behaviour, host=f"127.0.1.{k}", port=port))
+        base = stack.enter_context(LoopbackServer(Behaviour(step_delay=_step(0))))
+        yield f"http://127.0.1.{{k}}:{port}", base.url
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    document = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml").read_text())
+    document["serving"].update(max_model_len=4096, max_concurrency=16)
+    path = tmp_path / "draft.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def run(profile: Path, servers: tuple[str, str], out: Path, *extra: str) -> Result:
+    template, baseline = servers
+    return CliRunner().invoke(
+        cli,
+        [
+            "tune", str(profile), "--endpoint-per-k", template, "--baseline", baseline,
+            "--k", ",".join(map(str, KS)), "--concurrency", "1,4,8", "--requests", "8",
+            "--max-tokens", "13", "--out", str(out), "--offline", *extra,
+        ],
+    )  # fmt: skip
+
+
+def test_tune_chooses_k_per_load_and_writes_the_schedule(
+    profile: Path, servers: tuple[str, str], tmp_path: Path
+) -> None:
+    out = tmp_path / "tune"
+    result = run(profile, servers, out)
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "tune.json").read_text())
+    assert [(c["concurrency"], c["k"]) for c in document["choices"]] == [(1, 3), (4, 1), (8, 0)]
+    assert document["schedule"] == [[1, 2, 3], [3, 5, 1], [6, 16, 0]]
+    assert document["crossover"] == 8
+    assert document["policy"] == {
+        "retune": {"min_tokens": 1, "max_tokens": 3},
+        "switch_to_baseline_at_concurrency": 8,
+    }
+    cells = {(c["k"], c["concurrency"]): c for c in document["cells"]}
+    assert cells[(3, 8)]["outcome"] == "skipped"
+    assert "k=3 already lost at load 4" in cells[(3, 8)]["note"]
+    for key in ((1, 1), (3, 1), (1, 4), (3, 4), (1, 8)):
+        cell = cells[key]
+        assert cell["ok"] == 8 and cell["failed"] == 0
+        for figure in ("speedup", "tpot_ratio", "candidate_tpot_ms", "baseline_tpot_ms"):
+            ratio = cell[figure]  # every number with its interval
+            assert ratio["low"] <= ratio["value"] <= ratio["high"], (key, figure, ratio)
+        assert cell["acceptance_length"] == pytest.approx(key[0] + 1)
+    # the tuned profile: vLLM 0.32's dynamic schedule, k up to the largest chosen
+    tuned = yaml.safe_load((out / "profile.yaml").read_text())
+    assert tuned["proposer"]["num_speculative_tokens"] == 3
+    assert tuned["proposer"]["num_speculative_tokens_per_batch_size"] == document["schedule"]
+    validated = CliRunner().invoke(cli, ["validate", str(out / "profile.yaml"), "--offline"])
+    assert validated.exit_code == 0, validated.output
+    markdown = (out / "tune.md").read_text()
+    assert "| 1 | " in markdown and "**baseline**" in markdown and "1-2: k=3" in markdown
+    assert (out / "tune.png").stat().st_size > 10_000
+    assert "1-2: k=3, 3-5: k=1, 6-16: k=0" in result.output
+
+
+def test_a_second_run_reuses_every_cell_and_other_settings_are_refused(
+    profile: Path, servers: tuple[str, str], tmp_path: Path
+) -> None:
+    out = tmp_path / "tune"
+    assert run(profile, servers, out, "--concurrency", "1").exit_code == 0
+    first = json.loads((out / "tune.json").read_text())
+    again = run(profile, servers, out, "--concurrency", "1,4")
+    assert again.exit_code == 0, again.output
+    assert "reusing 2 cell(s)" in again.output
+    second = json.loads((out / "tune.json").read_text())
+    at_one = [c for c in second["cells"] if c["concurrency"] == 1]
+    assert at_one == first["cells"]  # measured once, kept as measured
+    assert {c["concurrency"] for c in second["cells"]} == {1, 4}
+
+    other = run(profile, servers, out, "--requests", "4")
+    assert other.exit_code == 2, other.output
+    assert "holds cells measured with other settings (requests: 8 there, 4 now)" in other.output
+    assert "Traceback" not in other.output
+
+
+def test_no_k_template_and_a_baseline_profile_are_refused(
+    profile: Path, servers: tuple[str, str], tmp_path: Path
+) -> None:
+    _, baseline = servers
+    bad = run(profile, (baseline, baseline), tmp_path / "x")
+    assert bad.exit_code == 2 and "has no {k}" in bad.output
+    plain = REPO_ROOT / "profiles" / "vllm-qwen3-8b-baseline.yaml"
+    refused = run(plain, servers, tmp_path / "y")
+    assert refused.exit_code == 4 and "proposer.method is 'none'" in refused.output, refused.output
+
+
+def ratio(value: float, low: float, high: float) -> Ratio:
+    return Ratio(value, low, high)
+
+
+class TestChoose:
+    def test_the_smaller_k_within_noise_of_the_best(self) -> None:
+        cells = [
+            Cell(2, 1, "pays", ratio(1.50, 1.40, 1.60)),
+            Cell(4, 1, "pays", ratio(1.55, 1.45, 1.65)),
+        ]
+        [picked] = choose(cells)
+        assert picked.k == 2 and "within noise" in picked.why
+
+    def test_a_better_k_beyond_noise_wins(self) -> None:
+        cells = [
+            Cell(2, 1, "pays", ratio(1.20, 1.10, 1.30)),
+            Cell(4, 1, "pays", ratio(1.80, 1.70, 1.90)),
+        ]
+        assert choose(cells)[0].k == 4
+
+    def test_nothing_paying_beyond_noise_is_the_baseline(self) -> None:
+        cells = [Cell(2, 8, "inconclusive", ratio(1.05, 0.95, 1.15))]
+        assert choose(cells) == [Choice(8, 0, None, "no k pays beyond noise: the baseline")]
+
+    def test_k_is_kept_from_the_load_below_unless_the_new_one_is_better_beyond_noise(
+        self,
+    ) -> None:
+        cells = [
+            Cell(3, 1, "pays", ratio(2.0, 1.9, 2.1)),
+            Cell(3, 2, "pays", ratio(1.50, 1.40, 1.60)),
+            Cell(1, 2, "pays", ratio(1.55, 1.45, 1.65)),
+        ]
+        assert [c.k for c in choose(cells)] == [3, 3]
+
+    def test_schedule_merges_equal_neighbours_and_reaches_max_batch(self) -> None:
+        choices = [Choice(1, 3, None, ""), Choice(4, 3, None, ""), Choice(16, 0, None, "")]
+        assert schedule(choices, 64) == [(1, 8, 3), (9, 64, 0)]
+        assert crossover(choices) == 16
+        assert crossover([Choice(1, 0, None, ""), Choice(4, 2, None, "")]) is None
+
+    def test_a_load_whose_every_cell_was_skipped_gets_the_baseline(self) -> None:
+        cells = [
+            Cell(2, 1, "loses", ratio(0.8, 0.7, 0.9)),
+            Cell(2, 4, "skipped", None, note="k=2 already lost at load 1"),
+        ]
+        assert [(c.concurrency, c.k) for c in choose(cells)] == [(1, 0), (4, 0)]
+        assert "every k was skipped" in choose(cells)[1].why
+
+    def test_prune_only_above_a_smaller_k_that_lost(self) -> None:
+        lost = [Cell(2, 4, "loses", ratio(0.7, 0.6, 0.8))]
+        assert prune(lost, 3, 4) is not None and prune(lost, 2, 8) is not None
+        assert prune(lost, 3, 2) is None and prune(lost, 1, 8) is None
+        assert prune(lost, 2, 4) is None  # the cell itself
+
+
+def test_sigint_keeps_every_finished_cell_and_the_rest_is_measured_next_time(
+    profile: Path, servers: tuple[str, str], tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "tune"
+    template, baseline = servers
+    argv = [
+        sys.executable, "-m", "orchestrator", "tune", str(profile), "--endpoint-per-k", template,
+        "--baseline", baseline, "--k", "1,3", "--concurrency", "1,4,8", "--requests", "8",
+        "--max-tokens", "13", "--out", str(out), "--offline",
+    ]  # fmt: skip
+    child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:  # the first cell is written, then Ctrl-C
+            if (out / "tune.json").exists() and json.loads((out / "tune.json").read_text())[
+                "cells"
+            ]:
+                break
+            assert child.poll() is None, child.communicate()[0]
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        output = child.communicate(timeout=60)[0].decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, output
+    assert "Traceback" not in output
+    document = json.loads((out / "tune.json").read_text())
+    kept = len(document["cells"])
+    assert document["interrupted"] is True and 1 <= kept < 6
+    assert not (out / "profile.yaml").exists()  # no schedule from part of the loads
+    assert "run tune again with the same --out" in (out / "tune.md").read_text()
+
+    resumed = run(profile, servers, out)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"reusing {kept} cell(s)" in resumed.output
+    assert len(json.loads((out / "tune.json").read_text())["cells"]) == 6
+
+
+def test_the_tuned_profile_names_the_same_local_models_from_where_it_is_written(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.tune.report import tuned_profile
+
+    source = tmp_path / "profiles" / "local" / "p.yaml"
+    source.parent.mkdir(parents=True)
+    text = "proposer: {method: draft_model, model: ../../models/draft}\ntarget: {model: org/t}\n"
+    document = {"schedule": [[1, 4, 2], [5, 8, 0]], "choices": [], "crossover": 5}
+    out = tmp_path / "out" / "tune"
+    tuned = yaml.safe_load(tuned_profile(document, text, True, source, out) or "")
+    assert (out / tuned["proposer"]["model"]).resolve() == (tmp_path / "models" / "draft")
+    assert tuned["target"]["model"] == "org/t"  # a hub id stays as it is
+    assert tuned["proposer"]["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 8, 0]]
