@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-# Exit codes are a contract (DESIGN.md §4). 2 is click's usage error.
+# Exit codes are a contract (docs/cli.md). 2 is click's usage error.
 EXIT_OK = 0
+#: A command-line value refused (click's usage errors; `UsageError` for values click cannot check).
+EXIT_USAGE = 2
 #: Any other user error, including output that cannot be written (docs/cli.md).
 EXIT_OTHER = 1
 EXIT_PROFILE_INVALID = 3
@@ -16,6 +18,8 @@ EXIT_INCOMPATIBLE = 4
 EXIT_OVER_BUDGET = 5
 EXIT_CLUSTER = 6
 EXIT_BENCH_UNUSABLE = 7
+#: `status`: the cluster answered, and the deployment is not ready (docs/cli.md).
+EXIT_NOT_READY = 8
 
 
 class OrchestratorError(Exception):
@@ -81,3 +85,10 @@ class BenchError(OrchestratorError):
     """The benchmark endpoints are unusable."""
 
     exit_code = EXIT_BENCH_UNUSABLE
+
+
+class UsageError(OrchestratorError):
+    """A command-line value the command refuses after click parsed it (e.g. `catalog add --as`
+    naming an id the hub would refuse). Exit 2, as click's own usage errors."""
+
+    exit_code = EXIT_USAGE

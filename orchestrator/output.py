@@ -1,4 +1,4 @@
-"""How results look to users: the validate/plan JSON document (DESIGN.md §4) and the text report."""
+"""How results look to users: the validate/plan JSON document (docs/cli.md) and the text report."""
 
 from __future__ import annotations
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from tests.support import REPO_ROOT, Golden
+
+#: The Kubernetes test API: the imitation and the e2e cluster fixtures (tests/kube/README.md).
+pytest_plugins = ("tests.kube.fixtures",)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,11 +55,34 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     )
 
 
+@functools.cache
+def _e2e_cluster_hosts() -> frozenset[str]:
+    """The API server hosts of SPECDEPLOY_E2E_KUBECONFIG: the e2e suite's real cluster."""
+    path = os.environ.get("SPECDEPLOY_E2E_KUBECONFIG")
+    if not path:
+        return frozenset()
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = yaml.safe_load(file.read()) or {}
+    except (OSError, yaml.YAMLError):
+        return frozenset()
+    servers = [
+        str((c.get("cluster") or {}).get("server", "")) for c in config.get("clusters") or []
+    ]
+    hosts = {urlsplit(s).hostname for s in servers}
+    found = set()
+    for host in hosts - {None}:
+        found.add(str(host))
+        with contextlib.suppress(OSError):
+            found |= {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    return frozenset(found)
+
+
 def _is_local(address: Any) -> bool:
     if isinstance(address, str):  # AF_UNIX path (e.g. the Docker socket)
         return True
     host = address[0] if isinstance(address, tuple) else address
-    if host in ("localhost", ""):
+    if host in ("localhost", "") or host in _e2e_cluster_hosts():
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -61,7 +92,8 @@ def _is_local(address: Any) -> bool:
 
 @pytest.fixture(autouse=True)
 def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Tests talk to loopback only; a real cluster test opts out with the `cluster` marker."""
+    """Tests talk to loopback only (and to the e2e suite's cluster, SPECDEPLOY_E2E_KUBECONFIG); a
+    real cluster test opts out with the `cluster` marker."""
     if "cluster" in request.keywords:
         yield
         return

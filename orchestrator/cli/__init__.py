@@ -42,6 +42,7 @@ COMMAND_MODULES: dict[str, str] = {
     "run": "orchestrator.cli.run_cmd",
     "suggest": "orchestrator.cli.suggest_cmd",
     "operator": "orchestrator.cli.operator_cmd",
+    "tune": "orchestrator.cli.tune_cmd",
 }
 
 
@@ -71,6 +72,19 @@ class ErrorBoundaryGroup(click.Group):
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"Error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)
+        finally:
+            _print_warnings()
+
+
+def _print_warnings() -> None:
+    """Say once, at the end of the command, what a data source had to skip (a damaged user
+    catalog entry): not an error, since every other model still resolves. Only a module that
+    was loaded can have something to say, so this never imports one."""
+    user_catalog = sys.modules.get("orchestrator.checkpoint.catalog.user")
+    if user_catalog is None:
+        return
+    for warning in user_catalog.take_warnings():
+        click.echo(f"Warning: {warning.render()}", err=True)
 
 
 def _import_quietly(name: str) -> Any:

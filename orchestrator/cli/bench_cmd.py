@@ -1,7 +1,9 @@
 """bench: speculative vs baseline on live OpenAI-compatible endpoints, swept over load
 (concurrency, or open-loop request rates).
 
-Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted (reports keep what was measured).
+Exit codes: 0 measured, 7 endpoints unusable, 130 interrupted by SIGINT or SIGTERM (reports keep
+what was measured). Every credential bench holds is redacted from all it shows and writes
+(orchestrator.bench.secrets).
 The bench code (aiohttp, matplotlib) is imported inside the command, so CLI start-up stays fast.
 """
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.bench.summary import ArmSummary
     from orchestrator.engines.base import EngineLaunch
 
-EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT; SIGTERM stops the same way
 
 
 def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -105,7 +107,8 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     "--api-key-env",
     metavar="VAR",
     default=None,
-    help="Environment variable holding the API key for hosted endpoints.",
+    help="Environment variable holding the API key for hosted endpoints (redacted from every "
+    "output).",
 )
 @click.option(
     "--chat/--completions",
@@ -185,6 +188,7 @@ def bench(
     """
     from orchestrator.bench.client import Endpoint, Sampling
     from orchestrator.bench.report import write_reports
+    from orchestrator.bench.secrets import bench_redactor, redacted
     from orchestrator.bench.summary import Slo
     from orchestrator.bench.sweep import SweepConfig, run_sweep
     from orchestrator.bench.verdict import judge
@@ -205,6 +209,7 @@ def bench(
         )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
     key = _api_key(api_key_env)
+    _one_credential(key, candidate_url, baseline_url)
     config = SweepConfig(
         concurrency=concurrency,
         request_rates=request_rates,
@@ -216,21 +221,29 @@ def bench(
         level_time_limit_s=level_time_limit,
         prediction_on=prediction_on,
     )
-    record = run_sweep(
-        Endpoint("candidate", candidate_url, model or "", api, key),
-        Endpoint("baseline", baseline_url, model or "", api, key),
-        load_workload(workload),
-        config,
-        progress=lambda line: click.echo(line, err=True),
-    )
-    verdict = judge(record, Slo(slo_ttft_ms, slo_tpot_ms))
-    paths = write_reports(record, verdict, out)
-    for warning in verdict.warnings:
-        click.echo(f"warning ({warning.code}): {warning.message}", err=True)
-    click.echo(verdict.crossover.summary)
-    click.echo("wrote " + ", ".join(str(p) for p in paths))
-    arms = [arm for lv in verdict.levels for arm in (lv.candidate, lv.baseline) if arm]
-    _exit(record.interrupted, arms)
+    # Every line bench prints, every error it raises, every log record and both reports pass
+    # through `redact`: servers echo what they are sent, so their text may hold the key.
+    redact = bench_redactor(key, (candidate_url, baseline_url))
+
+    def say(line: str, err: bool = False) -> None:
+        click.echo(redact(line), err=err)
+
+    with redacted(redact):
+        record = run_sweep(
+            Endpoint("candidate", candidate_url, model or "", api, key),
+            Endpoint("baseline", baseline_url, model or "", api, key),
+            load_workload(workload),
+            config,
+            progress=lambda line: say(line, err=True),
+        )
+        verdict = judge(record, Slo(slo_ttft_ms, slo_tpot_ms))
+        paths = write_reports(record, verdict, out, redact)
+        for warning in verdict.warnings:
+            say(f"warning ({warning.code}): {warning.message}", err=True)
+        say(verdict.crossover.summary)
+        say("wrote " + ", ".join(str(p) for p in paths))
+        arms = [arm for lv in verdict.levels for arm in (lv.candidate, lv.baseline) if arm]
+        _exit(record.interrupted, arms)
 
 
 def _api_key(variable: str | None) -> str | None:
@@ -244,6 +257,21 @@ def _api_key(variable: str | None) -> str | None:
             fix=f"export {variable}=... before running specdeploy bench",
         )
     return value
+
+
+def _one_credential(key: str | None, *urls: str) -> None:
+    """Refuse an API key together with a URL's user:password (both would be the Authorization
+    header; aiohttp refuses the pair). The message names the option, never the URL."""
+    if key is None:
+        return
+    from urllib.parse import urlsplit
+
+    for label, url in zip(("candidate", "baseline"), urls, strict=True):
+        if "@" in urlsplit(url).netloc:
+            raise click.UsageError(
+                f"--{label}: the URL carries credentials (user:password@) and --api-key-env "
+                "gives an API key; both would be the Authorization header. Give one of them"
+            )
 
 
 def _exit(interrupted: bool, summaries: list[ArmSummary]) -> None:

@@ -115,16 +115,28 @@ def speedup_table(estimate: SpeedupEstimate) -> str:
             f"{describe_rates(curve.rates(k))}"
         )
         lines += [f"    source: {source}" for source in estimate.acceptance.sources]
+    scheduled = estimate.loads[0].scheduled_k is not None
     lines += [
         f"  draft/target cost ratio at concurrency 1: {estimate.cost_ratio:.3f}",
-        "  concurrency " + "".join(f"  k={k:<4}" for k in ks) + "  best",
+        "  concurrency "
+        + "".join(f"  k={k:<4}" for k in ks)
+        + "  best"
+        + ("  scheduled" if scheduled else ""),
     ]
     warned = {(d.concurrency, d.num_speculative_tokens) for d in estimate.disagreements}
     for load in estimate.loads:
         cells = "".join(
             f"  {s:5.2f}{'!' if (load.concurrency, k) in warned else 'x'}" for k, s in load.speedups
         )
-        lines.append(f"  {load.concurrency:>11} {cells}  k={load.best_k}")
+        line = f"  {load.concurrency:>11} {cells}  k={load.best_k}"
+        if load.scheduled_k is not None and load.scheduled_speedup is not None:
+            line += f"  k={load.scheduled_k}: {load.scheduled_speedup:.2f}x"
+        lines.append(line)
+    if scheduled:
+        lines.append(
+            "  scheduled: the draft length proposer.num_speculative_tokens_per_batch_size runs "
+            "at that load, and its estimated speedup"
+        )
     lines.append(f"  recommended num_speculative_tokens: {k}")
     lines.append(f"  ({estimate.reason})")
     if estimate.stops_paying_at is not None:

@@ -20,6 +20,7 @@ from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
 from orchestrator.plan.build import load_and_plan
 from orchestrator.plan.types import DeploymentPlan, PlanResult
+from orchestrator.shell_text import shell_line
 
 
 @click.command()
@@ -84,7 +85,7 @@ def _print_written(plan: PlanResult, written: list[Path], out_dir: Path) -> None
     click.echo(f"wrote {len(written)} files to {out_dir}:")
     for path in written:
         click.echo(f"  {path}")
-    click.echo(f"launch: {' '.join(plan.launch.argv)}")
+    click.echo(f"launch: {shell_line(plan.launch.argv, plan.launch.env)}")
 
 
 COMMANDS: tuple[click.Command, ...] = (render,)

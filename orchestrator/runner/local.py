@@ -27,6 +27,7 @@ from orchestrator.engines.base import EngineLaunch
 from orchestrator.errors import DeployError
 from orchestrator.runner import engine_log
 from orchestrator.runner.base import Echo, RunOptions
+from orchestrator.shell_text import shell_line
 
 POLL_SECONDS: Final = 1.0
 PROBE_TIMEOUT: Final = 2.0
@@ -44,7 +45,7 @@ class LocalProcess:
             (run_dir / name).write_text(content)
         log_path = options.log_file or run_dir / "engine.log"
         url = base_url(argv, launch.port if options.port is None else options.port)
-        echo(f"starting {launch.engine} {launch.version}: {' '.join(argv)}")
+        echo(f"starting {launch.engine} {launch.version}: {shell_line(argv, launch.env)}")
         echo(f"engine log: {log_path}")
         with _sigterm_as_interrupt(), log_path.open("ab") as log:
             process = subprocess.Popen(

@@ -161,3 +161,36 @@ def test_a_gain_where_high_concurrency_warns_is_explained(tmp_path: Path) -> Non
     assert "serving.high-concurrency" in result.stdout  # the validate warning itself
     assert "serving.high-concurrency warns at that load and draft length" in result.stdout
     assert "memory-bound" in result.stdout or "compute-bound" in result.stdout
+
+
+def test_a_schedule_s_draft_length_is_estimated_at_each_load(tmp_path: Path) -> None:
+    """With proposer.num_speculative_tokens_per_batch_size, each load also gets the speedup at the
+    draft length the schedule runs there (the same figure as that k's column; 1.0 where k is 0)."""
+    schedule = [[1, 1, 5], [2, 3, 3], [4, 1024, 0]]
+    path = write_profile(
+        tmp_path,
+        target={"model": "Qwen/Qwen3-4B-Thinking-2507"},
+        proposer={
+            "method": "draft_model",
+            "model": "Qwen/Qwen3-0.6B",
+            "num_speculative_tokens": 5,
+            "num_speculative_tokens_per_batch_size": schedule,
+        },
+        hardware={"gpu": "H100-80GB"},
+        serving={"max_model_len": 32768, "max_concurrency": 6},
+    )
+    result = run("plan", str(path), "--offline", "--speedup", "--format", "json")
+    assert result.exit_code == 0, result.output
+    loads = json.loads(result.stdout)["speedup_estimate"]["loads"]
+    scheduled = {load["concurrency"]: load["scheduled_k"] for load in loads}
+    assert scheduled == {1: 5, 2: 3, 4: 0, 6: 0}
+    for load in loads:
+        k = load["scheduled_k"]
+        expected = load["speedup_by_k"][str(k)] if k else 1.0
+        assert load["scheduled_speedup"] == expected
+    text = run("plan", str(path), "--offline", "--speedup").stdout
+    assert "best  scheduled" in text and "k=0: 1.00x" in text
+    plain = run("plan", str(DRAFT_EXAMPLE), "--offline", "--speedup", "--format", "json")
+    assert all(
+        "scheduled_k" not in load for load in json.loads(plain.stdout)["speedup_estimate"]["loads"]
+    )
