@@ -1,16 +1,18 @@
-"""What `tune`'s pruning saves: time to a schedule against an exhaustive sweep, same precision.
+"""What `tune`'s pruning and early stopping save: time to a schedule against an exhaustive sweep.
 
 Runs `specdeploy tune` twice on the same servers in the same run: as it runs by default (a k above
-one that already lost beyond noise at this or a lower load is not measured) and with
-`--exhaustive`, both with the same --requests (the same interval per cell). Prints the wall time
-and the cells measured by each, their ratio, and whether both chose the same schedule.
+one that already lost beyond noise at this or a lower load is not measured, and a cell stops after
+a round of requests once its interval, at a confidence split over the looks, decides it) and with
+`--exhaustive` (every cell, every request), both with the same --requests, so the same error rate
+per decision. Prints the wall time, the cells and requests measured by each, their ratio, and
+whether both chose the same schedule.
 
 By default the servers are loopback fakes (tests/unit/bench/loopback.py) whose step costs place
 a crossover that falls with k (k=1 pays to concurrency ~8, k=8 only at 1), so pruning has
 something to skip; `--endpoint-per-k URL --baseline URL --profile FILE` measures your own
 servers instead (one per k, e.g. the layered CPU test bed of profiles/local/layered-tune.yaml).
 
-Run: python benchmarks/tune_cost.py [--k 1,2,4,8] [--concurrency 1,4,8,16] [--requests 8]
+Run: python benchmarks/tune_cost.py [--k 1,2,4,8] [--concurrency 1,4,8] [--requests 24]
 The ratio is the result; absolute seconds depend on the machine.
 """
 
@@ -74,8 +76,8 @@ def tune(profile: Path, template: str, baseline: str, out: Path, args: Any, *ext
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", default="1,2,4,8")
-    parser.add_argument("--concurrency", default="1,4,8,16")
-    parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument("--concurrency", default="1,4,8")
+    parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=17)
     parser.add_argument("--endpoint-per-k", default=None)
     parser.add_argument("--baseline", default=None)
@@ -101,10 +103,15 @@ def main() -> None:
         name: sum(1 for c in doc["cells"] if c["outcome"] != "skipped")
         for name, doc in documents.items()
     }
+    sent = {name: sum(c["ok"] + c["failed"] for c in doc["cells"]) for name, doc in documents.items()}
+    stopped = sum(1 for c in documents["pruned"]["cells"] if c["note"].startswith("stopped"))
     same = documents["pruned"]["schedule"] == documents["every"]["schedule"]
     print(f"k {args.k} x concurrency {args.concurrency}, {args.requests} requests per arm")
-    print(f"exhaustive: {measured['every']} cells in {every:.1f} s")
-    print(f"pruned:     {measured['pruned']} cells in {pruned:.1f} s")
+    print(f"exhaustive: {measured['every']} cells, {sent['every']} requests, {every:.1f} s")
+    print(
+        f"pruned:     {measured['pruned']} cells ({stopped} stopped early), "
+        f"{sent['pruned']} requests, {pruned:.1f} s"
+    )
     print(f"time to a schedule, pruned / exhaustive: {pruned / every:.2f}x")
     print(f"same schedule: {'yes' if same else 'no'} {documents['pruned']['schedule']}")
     if not same:

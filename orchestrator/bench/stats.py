@@ -62,6 +62,7 @@ def ratio_of_means(
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = _SEED,
+    confidence: float = CONFIDENCE,
 ) -> Ratio | None:
     """mean(numerator) / mean(denominator), with a percentile bootstrap interval that resamples
     both arms independently (they are separate servers). None when either side is empty."""
@@ -72,11 +73,11 @@ def ratio_of_means(
     draws = sorted(
         _ratio(_resample(numerator, rng), _resample(denominator, rng)) for _ in range(resamples)
     )
-    tail = (1.0 - CONFIDENCE) / 2.0
+    tail = (1.0 - confidence) / 2.0
     low = percentile(draws, 100.0 * tail)
     high = percentile(draws, 100.0 * (1.0 - tail))
     assert low is not None and high is not None
-    return Ratio(point, low, high)
+    return Ratio(point, low, high, confidence)
 
 
 def mean_with_interval(values: Sequence[float]) -> Ratio | None:

@@ -121,6 +121,8 @@ class SweepRecord:
     config: SweepConfig
     arms: list[ArmLevel] = field(default_factory=list)
     interrupted: bool = False
+    only: Literal["candidate", "baseline"] | None = None
+    """The one arm measured, when not both."""
     _open: tuple[str, int, float | None, float, list[RequestResult]] | None = None
 
     def start(self, label: str, concurrency: int, rate: float | None) -> list[RequestResult]:
@@ -149,10 +151,14 @@ def run_sweep(
     workload: Workload,
     config: SweepConfig,
     progress: Progress = lambda _: None,
+    *,
+    only: Literal["candidate", "baseline"] | None = None,
 ) -> SweepRecord:
     """Probe both arms (BenchError when unusable), then sweep; returns what was measured, also
-    when interrupted with Ctrl-C (SIGINT) or stopped with SIGTERM (the same graceful stop)."""
-    record = SweepRecord(candidate, baseline, workload, config)
+    when interrupted with Ctrl-C (SIGINT) or stopped with SIGTERM (the same graceful stop).
+    `only` probes and measures that arm alone (the other need not be serving): `tune --local`
+    serves one engine at a time."""
+    record = SweepRecord(candidate, baseline, workload, config, only=only)
     terminated: list[int] = []
     try:
         asyncio.run(_sweep_until_sigterm(record, progress, terminated))
@@ -205,14 +211,17 @@ async def _sweep(record: SweepRecord, progress: Progress) -> None:
     clients = [
         http.make_client(arm, width, config.stall_s) for arm in (record.candidate, record.baseline)
     ]
+    measured = {"candidate": [0], "baseline": [1], None: [0, 1]}[record.only]
     try:
-        record.candidate = await _prepare(clients[0], record.candidate, record, progress)
-        record.baseline = await _prepare(clients[1], record.baseline, record, progress)
+        if 0 in measured:
+            record.candidate = await _prepare(clients[0], record.candidate, record, progress)
+        if 1 in measured:
+            record.baseline = await _prepare(clients[1], record.baseline, record, progress)
         arms = (record.candidate, record.baseline)
         for index, (concurrency, rate) in enumerate(levels):
             # Alternate which arm goes first, so slow drift (thermal, caches) hits both.
             order = [0, 1] if index % 2 == 0 else [1, 0]
-            for i in order:
+            for i in (i for i in order if i in measured):
                 arm = await _run_arm_level(clients[i], arms[i], concurrency, rate, record, progress)
                 record.finish(arm)
     finally:

@@ -1,13 +1,20 @@
-"""tune: measure draft length x load against servers the user runs, and write the schedule.
+"""tune: measure draft length x load, against servers the user runs or engines it starts itself
+on this host (--local, one at a time), and write the schedule.
 
-Exit codes: 0 measured (every cell), 3 the profile is invalid or does not speculate, 7 an
-endpoint is unusable, 2 usage (including an --out DIR measured with other settings), 130
-interrupted (every finished cell is kept in --out DIR; run again to measure the rest).
+Exit codes: 0 measured (every cell), 3/4 the profile (or its variant for one k) is invalid or
+does not speculate, 6 an engine --local started refused or died, 7 an endpoint is unusable, 2 usage
+(including an --out DIR measured with other settings), 130 interrupted (every finished cell is
+kept in --out DIR; run again to measure the rest).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -15,7 +22,7 @@ import click
 
 from orchestrator.cli.bench_cmd import EXIT_INTERRUPTED, _levels
 from orchestrator.cli.options import profile_argument
-from orchestrator.errors import IncompatibleError
+from orchestrator.errors import IncompatibleError, ProfileError
 from orchestrator.output_dirs import OwnedDirectory, write_files
 
 TUNED: Final = OwnedDirectory(
@@ -32,6 +39,9 @@ TUNED: Final = OwnedDirectory(
 #: The first vLLM release whose speculative config takes num_speculative_tokens_per_batch_size
 #: that specdeploy has read (vllm/config/speculative.py at v0.32.0).
 DYNAMIC_SINCE: Final = (0, 32, 0)
+#: What tune.json says served the cells when --local started the engines.
+LOCAL: Final = "local: one engine at a time on this host"
+_executable = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 EXAMPLE: Final = """\b
@@ -51,12 +61,21 @@ num_speculative_tokens_per_batch_size, e.g. [[1, 16, 4]].
 @click.option(
     "--endpoint-per-k",
     "endpoint_per_k",
-    required=True,
     metavar="URL",
     help="Where the server with draft length k answers: a URL with {k} in it, e.g. "
     "http://spec-k{k}:8000 (one server per k, all the profile's target and proposer).",
 )
-@click.option("--baseline", "baseline_url", required=True, metavar="URL", help="The target alone.")
+@click.option("--baseline", "baseline_url", metavar="URL", help="The target alone.")
+@click.option(
+    "--local", is_flag=True, help="Start the engines on this host instead, one at a time (as "
+    "`run --local` does): the baseline, then the profile with each k.",
+)  # fmt: skip
+@click.option("--engine-bin", type=_executable, help="--local: the engine executable.")
+@click.option("--python", type=_executable, help="--local: the interpreter of the engine's venv.")
+@click.option(
+    "--engine-timeout", default=600.0, show_default=True, type=click.FloatRange(1.0),
+    help="--local: seconds each engine may take to become ready.",
+)  # fmt: skip
 @click.option("--k", "ks", default="1,2,3,5,8", show_default=True, callback=_levels)
 @click.option("--concurrency", default="1,4,16", show_default=True, callback=_levels)
 @click.option("--workload", default="chat", show_default=True, help="chat, code-edit or a JSONL.")
@@ -67,8 +86,9 @@ num_speculative_tokens_per_batch_size, e.g. [[1, 16, 4]].
 @click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(1.0))
 @click.option("--stall-timeout", default=30.0, show_default=True, type=click.FloatRange(1.0))
 @click.option(
-    "--exhaustive", is_flag=True, help="Measure every cell (by default a k above one that already "
-    "lost at this or a lower load is skipped).",
+    "--exhaustive", is_flag=True, help="Measure every cell with every request (by default a k "
+    "above one that already lost at this or a lower load is skipped, and a cell stops after a "
+    "round of requests once its interval decides it).",
 )  # fmt: skip
 @click.option(
     "--out", "out", default=Path("out/tune"), show_default=True,
@@ -78,8 +98,12 @@ num_speculative_tokens_per_batch_size, e.g. [[1, 16, 4]].
 @click.option("--offline", is_flag=True, help="Never contact the model hub while planning.")
 def tune(
     profile: Path,
-    endpoint_per_k: str,
-    baseline_url: str,
+    endpoint_per_k: str | None,
+    baseline_url: str | None,
+    local: bool,
+    engine_bin: Path | None,
+    python: Path | None,
+    engine_timeout: float,
     ks: tuple[int, ...],
     concurrency: tuple[int, ...],
     workload: str,
@@ -101,9 +125,14 @@ def tune(
     level, both arms, the same requests. Interrupted, every finished cell is kept; run again
     with the same --out to measure the rest.
 
+    The servers are yours (--endpoint-per-k and --baseline), or --local starts them on this
+    host one at a time, as one GPU holds them: the baseline twin first, then the profile with
+    each k, each stopped before the next starts.
+
     \b
-    Exit codes: 0 measured, 3 PROFILE invalid or not speculative, 7 an endpoint unusable,
-    2 usage, 130 interrupted.
+    Exit codes: 0 measured, 3/4 PROFILE (or its variant for one k) invalid or not speculative,
+    6 an engine --local started refused or died, 7 an endpoint unusable, 2 usage,
+    130 interrupted.
     """
     from orchestrator.bench.client import Sampling
     from orchestrator.bench.secrets import bench_redactor, redacted
@@ -111,11 +140,28 @@ def tune(
     from orchestrator.bench.workload import load_workload
     from orchestrator.plan.build import load_and_plan
     from orchestrator.plan.types import DeploymentPlan
+    from orchestrator.runner.base import RunOptions
     from orchestrator.tune import report
-    from orchestrator.tune.run import JSON_NAME, TuneSettings, TuneState, load_cells
+    from orchestrator.tune.run import (
+        JSON_NAME,
+        TuneSettings,
+        TuneState,
+        load_cells,
+        tune_serving_each,
+    )
     from orchestrator.tune.run import tune as run_tune
 
-    if "{k}" not in endpoint_per_k:
+    if local and (endpoint_per_k or baseline_url):
+        raise click.UsageError(
+            "--local starts the engines itself; it takes no --endpoint-per-k or --baseline "
+            "(give either --local, or both URLs for servers you run)"
+        )
+    if not local and not (endpoint_per_k and baseline_url):
+        raise click.UsageError(
+            "tune needs servers: --endpoint-per-k URL-with-{k} and --baseline URL for servers "
+            "you run, or --local to start each one on this host"
+        )
+    if endpoint_per_k is not None and "{k}" not in endpoint_per_k:
         raise click.BadParameter(
             f"{endpoint_per_k!r} has no {{k}}: it names one server per draft length, e.g. "
             "http://spec-k{k}:8000",
@@ -144,6 +190,12 @@ def tune(
         stall_s=stall_timeout,
     )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
+    serve = None
+    if local:
+        options = RunOptions(engine_bin, python, None, engine_timeout)
+        serve = _local_engines(profile, plan, ks, options, offline)
+        endpoint_per_k = baseline_url = LOCAL
+    assert endpoint_per_k is not None and baseline_url is not None
     settings = TuneSettings(
         ks=ks,
         loads=concurrency,
@@ -178,7 +230,11 @@ def tune(
         cells = load_cells(out, settings)
         if cells:
             click.echo(f"reusing {len(cells)} cell(s) measured in {out}", err=True)
-        state = run_tune(settings, cells, save, lambda line: click.echo(redact(line), err=True))
+        echo = lambda line: click.echo(redact(line), err=True)  # noqa: E731
+        if serve is None:
+            state = run_tune(settings, cells, save, echo)
+        else:
+            state = tune_serving_each(settings, cells, save, echo, serve)
         # an interrupted run writes no profile: a schedule from some of the loads would mislead
         paths = write_files(files(state, not state.interrupted), out, TUNED)
         document = json.loads(paths[[p.name for p in paths].index(JSON_NAME)].read_text())
@@ -187,6 +243,77 @@ def tune(
         click.echo("wrote " + ", ".join(str(p) for p in [*paths, out / report.PNG_NAME]))
     if state.interrupted:
         click.get_current_context().exit(EXIT_INTERRUPTED)
+
+
+def _local_engines(
+    path: Path, plan: Any, ks: tuple[int, ...], options: Any, offline: bool
+) -> Callable[[int], AbstractContextManager[str]]:
+    """What serves each k (0: the baseline) on this host, one engine at a time. The profile is
+    planned again with each k (the schedule dropped) before anything starts, so a k the
+    proposer or release refuses is reported up front (exit 3/4), not after an hour of cells."""
+    from pydantic import ValidationError
+
+    from orchestrator.plan.build import plan_profile
+    from orchestrator.plan.resolver import LocalCheckpoints
+    from orchestrator.plan.types import DeploymentPlan
+    from orchestrator.profile.schema import Profile
+    from orchestrator.runner.local import serving
+
+    source = LocalCheckpoints(base_dir=path.resolve().parent, offline=offline)
+    launches = {0: plan.launch_for(container=False, baseline=True)}
+    for k in ks:
+        document = plan.profile.model_dump(mode="json")
+        document["proposer"]["num_speculative_tokens"] = k
+        document["proposer"].pop("num_speculative_tokens_per_batch_size", None)
+        try:
+            variant = Profile.model_validate(document)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            raise ProfileError(
+                f"{path} with proposer.num_speculative_tokens {k}: {problems}",
+                why="tune --local serves the profile with each k of --k",
+                fix="leave that k out of --k",
+                field="proposer.num_speculative_tokens",
+            ) from None
+        planned = plan_profile(variant, source, profile_path=path)
+        if not isinstance(planned, DeploymentPlan):
+            first = planned.errors[0]
+            raise IncompatibleError(
+                f"{path} with proposer.num_speculative_tokens {k}: {first.rule}: {first.what}",
+                why="tune --local serves the profile with each k of --k, and this one does not "
+                "validate",
+                fix="leave that k out of --k, or change the profile so it validates with it",
+            )
+        launches[k] = planned.launch_for(container=False)
+
+    @contextlib.contextmanager
+    def serve(k: int) -> Iterator[str]:
+        echo = lambda line: click.echo(line, err=True)  # noqa: E731
+        chosen = dataclasses.replace(options, port=_free_port())
+        with serving(launches[k], chosen, echo=echo, progress=_quiet(echo)) as served:
+            yield served.url
+
+    return serve
+
+
+def _quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """The engine's waiting line, every 15th time (once in about 15 s)."""
+    calls = [0]
+
+    def progress(message: str) -> None:
+        calls[0] += 1
+        if message and calls[0] % 15 == 1:
+            echo(message)
+
+    return progress
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _valid(text: str, path: Path) -> bool:

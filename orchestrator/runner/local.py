@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Final
@@ -39,33 +40,62 @@ class LocalProcess:
     """Runs an EngineLaunch as a child process group on this host."""
 
     def run(self, launch: EngineLaunch, options: RunOptions, *, echo: Echo, progress: Echo) -> None:
-        argv = local_argv(launch, options)
-        run_dir = Path(tempfile.mkdtemp(prefix=f"specdeploy-{launch.engine}-"))
-        for name, content in launch.config_files.items():
-            (run_dir / name).write_text(content)
-        log_path = options.log_file or run_dir / "engine.log"
-        url = base_url(argv, launch.port if options.port is None else options.port)
-        echo(f"starting {launch.engine} {launch.version}: {shell_line(argv, launch.env)}")
-        echo(f"engine log: {log_path}")
-        with _sigterm_as_interrupt(), log_path.open("ab") as log:
-            process = subprocess.Popen(
-                argv,
-                cwd=run_dir,
-                env={**os.environ, **launch.env},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        with _sigterm_as_interrupt():
+            try:
+                with serving(launch, options, echo=echo, progress=progress) as served:
+                    echo(f"ready: {served.url} (pid {served.process.pid}); press Ctrl-C to stop")
+                    _wait_exit(served.process, launch, served.log_path)
+            except KeyboardInterrupt:
+                pass
+        echo("stopped")
+
+
+@dataclass(frozen=True)
+class Served:
+    """A ready engine started by `serving`."""
+
+    url: str
+    """Its base URL (no /v1)."""
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+@contextlib.contextmanager
+def serving(
+    launch: EngineLaunch, options: RunOptions, *, echo: Echo, progress: Echo
+) -> Iterator[Served]:
+    """Start the engine, wait until its readiness path answers, yield it, and stop its whole
+    process group on the way out, whatever ends the block (Ctrl-C included). DeployError when
+    it exits before it is ready, is not ready in time, or has exited by the end of the block."""
+    argv = local_argv(launch, options)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"specdeploy-{launch.engine}-"))
+    for name, content in launch.config_files.items():
+        (run_dir / name).write_text(content)
+    log_path = options.log_file or run_dir / "engine.log"
+    url = base_url(argv, launch.port if options.port is None else options.port)
+    echo(f"starting {launch.engine} {launch.version}: {shell_line(argv, launch.env)}")
+    echo(f"engine log: {log_path}")
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            cwd=run_dir,
+            env={**os.environ, **launch.env},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
             try:
                 _wait_ready(process, launch, url, log_path, options, progress)
-                echo(f"ready: {url} (pid {process.pid}); press Ctrl-C to stop")
-                _wait_exit(process, launch, log_path)
+                yield Served(url, process, log_path)
             except KeyboardInterrupt:
                 echo(f"stopping {launch.engine} (pid {process.pid}) ...")
-            finally:
-                stop(process, options.stop_timeout)
-        echo("stopped")
+                raise
+            if process.poll() is not None:
+                raise _died(launch, process.returncode, log_path, before_ready=False)
+        finally:
+            stop(process, options.stop_timeout)
 
 
 def local_argv(launch: EngineLaunch, options: RunOptions) -> list[str]:

@@ -260,3 +260,108 @@ def test_the_tuned_profile_names_the_same_local_models_from_where_it_is_written(
     assert (out / tuned["proposer"]["model"]).resolve() == (tmp_path / "models" / "draft")
     assert tuned["target"]["model"] == "org/t"  # a hub id stays as it is
     assert tuned["proposer"]["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 8, 0]]
+
+
+def test_a_cell_decided_early_stops_and_an_exhaustive_run_chooses_the_same(
+    profile: Path, servers: tuple[str, str], tmp_path: Path
+) -> None:
+    """At concurrency 1 k=1 pays 1.7x and k=3 2.5x, far apart: both are decided after the first
+    round of 8 of 24 requests; --exhaustive sends all 24 and chooses the same k."""
+    early = run(profile, servers, tmp_path / "early", "--concurrency", "1", "--requests", "24")
+    assert early.exit_code == 0, early.output
+    every = run(
+        profile, servers, tmp_path / "every", "--concurrency", "1", "--requests", "24",
+        "--exhaustive",
+    )  # fmt: skip
+    assert every.exit_code == 0, every.output
+    documents = {
+        name: json.loads((tmp_path / name / "tune.json").read_text()) for name in ("early", "every")
+    }
+    stopped = {c["k"]: c for c in documents["early"]["cells"]}
+    assert stopped[1]["ok"] == 8 and stopped[3]["ok"] == 8, stopped
+    assert "stopped after 8 of 24 requests per arm: pays" in stopped[1]["note"]
+    assert "(98.3% interval, 3 looks)" in stopped[3]["note"]  # 0.05 split over 3 looks
+    assert all(c["ok"] == 24 and not c["note"] for c in documents["every"]["cells"])
+    assert documents["early"]["schedule"] == documents["every"]["schedule"]
+    assert documents["early"]["config"]["stopping"] == "sequential/3"
+    # cells measured one way are not reused by a run measuring the other
+    mixed = run(
+        profile, servers, tmp_path / "early", "--concurrency", "1", "--requests", "24",
+        "--exhaustive",
+    )  # fmt: skip
+    assert mixed.exit_code == 2 and "stopping: 'sequential/3' there, 'none' now" in mixed.output
+
+
+class TestRounds:
+    def settings(self, requests: int, exhaustive: bool = False) -> Any:
+        from orchestrator.bench.sweep import SweepConfig
+        from orchestrator.bench.workload import load_workload
+        from orchestrator.tune.run import TuneSettings
+
+        return TuneSettings(
+            ks=(1,),
+            loads=(1,),
+            endpoint_per_k="http://h/{k}",
+            baseline="http://b",
+            workload=load_workload("chat"),
+            config=SweepConfig(requests=requests),
+            exhaustive=exhaustive,
+        )
+
+    def test_rounds_are_at_least_eight_requests_and_twice_the_load(self) -> None:
+        settings = self.settings(24)
+        assert settings.rounds(1) == [8, 8, 8]
+        assert settings.rounds(4) == [8, 8, 8]
+        assert settings.rounds(6) == [12, 12]
+        assert settings.rounds(8) == [24]  # a second round of 8 would not fill 8 slots twice
+        assert self.settings(16).rounds(1) == [8, 8]
+        assert self.settings(12).rounds(1) == [12]
+        assert self.settings(24, exhaustive=True).rounds(1) == [24]
+
+    def test_a_look_stops_only_on_what_the_choice_needs(self) -> None:
+        from orchestrator.tune.run import _decided
+
+        def record(candidate: list[float]) -> Any:
+            from orchestrator.bench.client import Endpoint, RequestResult
+            from orchestrator.bench.sweep import ArmLevel, SweepConfig, SweepRecord
+            from orchestrator.bench.workload import load_workload
+
+            def arm(label: str, rates: list[float]) -> ArmLevel:
+                results = tuple(
+                    RequestResult(True, None, 0.0, 10 / r, 0.01, (), 10, "") for r in rates
+                )
+                return ArmLevel(label, 1, results, 1.0, None, None)
+
+            return SweepRecord(
+                Endpoint("k=2", "http://c", ""),
+                Endpoint("baseline", "http://b", ""),
+                load_workload("chat"),
+                SweepConfig(),
+                [arm("k=2", candidate), arm("baseline", [100.0, 101.0, 99.0, 100.0] * 2)],
+            )
+
+        assert "loses" in (_decided(record([70, 71, 69, 70] * 2), [], 0.975) or "")
+        assert "pays" in (_decided(record([150, 151, 149, 150] * 2), [], 0.975) or "")
+        assert _decided(record([90, 120, 100, 110] * 2), [], 0.975) is None  # straddles 1
+        close = Cell(1, 1, "pays", ratio(1.45, 1.3, 1.6))
+        apart = Cell(1, 1, "pays", ratio(1.15, 1.1, 1.2))
+        assert _decided(record([150, 151, 149, 150] * 2), [close], 0.975) is None
+        assert "pays" in (_decided(record([150, 151, 149, 150] * 2), [apart], 0.975) or "")
+
+
+def test_acceptance_over_rounds_sums_counters_and_weights_by_drafts() -> None:
+    from orchestrator.engines.metrics import Acceptance
+    from orchestrator.tune.run import merge_acceptance
+
+    one = Acceptance("vllm", 0.5, 2.0, drafts=10, draft_tokens=20, accepted_tokens=10,
+                     per_position=(0.6, 0.4))  # fmt: skip
+    two = Acceptance("vllm", 0.25, 1.5, drafts=30, draft_tokens=60, accepted_tokens=15,
+                     per_position=(0.4, 0.1))  # fmt: skip
+    merged = merge_acceptance([one, None, two])
+    assert merged is not None
+    assert merged.drafts == 40 and merged.accepted_tokens == 25 and merged.draft_tokens == 80
+    assert merged.mean_acceptance_length == pytest.approx((10 * 2.0 + 30 * 1.5) / 40)
+    assert merged.per_position == pytest.approx((0.45, 0.175))
+    gauge = Acceptance("sglang", None, 2.2, last_batch=True)
+    assert merge_acceptance([one, gauge]) is gauge
+    assert merge_acceptance([None, None]) is None
