@@ -39,7 +39,7 @@ if "--speculative-config" in argv:
 with open(os.environ["FAKE_ENGINE_LOG"], "a") as log:
     print(json.dumps({{"k": k, "pid": os.getpid(), "started": time.time()}}), file=log)
 # k=1: 1.7x at concurrency 1; k=3: 2.5x alone, a full verifier from 2 requests on (0.6x at 4)
-low, up_to, high = {{0: (0.010, 99, 0.010), 1: (0.012, 99, 0.012), 3: (0.016, 1, 0.070)}}[k]
+low, up_to, high = {{0: (0.020, 99, 0.020), 1: (0.024, 99, 0.024), 3: (0.032, 1, 0.140)}}[k]
 behaviour = Behaviour(
     step_delay=lambda active: low if active <= up_to else high,
     tokens_per_step=k + 1,
