@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import click
 import yaml
@@ -40,6 +41,18 @@ import yaml
     help="A Secret deploy.hf_token_secret may name (repeatable); none when unset. Adds to "
     "$SPECDEPLOY_ALLOWED_SECRETS.",
 )
+@click.option(
+    "--leader-elect", is_flag=True, help="Act only while holding the Lease specdeploy-operator "
+    "(several replicas: exactly one acts; the chart turns this on).",
+)  # fmt: skip
+@click.option(
+    "--lease-namespace", metavar="NS", help="Where the Lease is; default: $POD_NAMESPACE, else "
+    "the kube context's namespace.",
+)  # fmt: skip
+@click.option(
+    "--lease-seconds", default=15.0, show_default=True, type=click.FloatRange(3.0, 600.0),
+    help="How long a Lease lasts unrenewed (renewed every 2/15 of it, given up at 2/3).",
+)  # fmt: skip
 @click.option("--print-crd", is_flag=True, help="Print the CustomResourceDefinition and exit.")
 def operator(
     namespaces: tuple[str, ...],
@@ -48,6 +61,9 @@ def operator(
     liveness: str | None,
     allow_images: tuple[str, ...],
     allow_secrets: tuple[str, ...],
+    leader_elect: bool,
+    lease_namespace: str | None,
+    lease_seconds: float,
     print_crd: bool,
 ) -> None:
     """Keep SpeculativeDeployment resources (specdeploy.io/v1) deployed, and on the winning
@@ -60,7 +76,8 @@ def operator(
         click.echo(yaml.safe_dump(custom_resource_definition(), sort_keys=False), nl=False)
         return
     from orchestrator.operator.admission import Admission
-    from orchestrator.operator.run import run_operator
+    from orchestrator.operator.leader import Timing
+    from orchestrator.operator.run import Election, run_operator
 
     given = Admission.from_env()
     admission = Admission(given.images + allow_images, given.secrets + allow_secrets)
@@ -71,12 +88,17 @@ def operator(
         + "; secrets "
         + (", ".join(admission.secrets) or "none")
     )
+    election = None
+    if leader_elect:
+        identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        election = Election(lease_namespace, identity, Timing.for_lease(lease_seconds))
     run_operator(
         namespaces,
         all_namespaces=all_namespaces,
         offline=offline,
         liveness=liveness,
         echo=click.echo,
+        election=election,
     )
 
 

@@ -32,3 +32,9 @@ RULES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
     ("leaderworkerset.x-k8s.io", "leaderworkersets", ("get", "create", "patch", "delete")),
     ("gateway.networking.k8s.io", "httproutes", ("get", "create", "patch", "delete")),
 )
+
+#: The Role in the operator's own namespace when leader election is on (orchestrator/operator/
+#: leader.py): read the Lease, create it when absent, renew or take it over (a replace: update).
+LEADER_RULES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
+    ("coordination.k8s.io", "leases", ("get", "create", "update")),
+)

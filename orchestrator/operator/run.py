@@ -9,13 +9,18 @@ retry forever, and a missing CRD deserves a message that says how to install it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+import signal
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.deploy.kubernetes_cluster import KubernetesCluster, cluster_error, kubeconfig_path
 from orchestrator.errors import DeployError
 from orchestrator.operator.crd import API_VERSION, KIND
+from orchestrator.operator.leader import LEASE_NAME, Elector, KubeLeaseStore, Timing
 from orchestrator.operator.objects import KINDS
 from orchestrator.operator.source import InClusterCheckpoints
 
@@ -29,8 +34,10 @@ def run_operator(
     offline: bool,
     liveness: str | None,
     echo: Callable[[str], None],
+    election: Election | None = None,
 ) -> None:
-    """Run until interrupted (SIGINT/SIGTERM); DeployError when the cluster cannot be used."""
+    """Run until interrupted (SIGINT/SIGTERM); DeployError when the cluster cannot be used or
+    the Lease was lost. With `election`, kopf runs only while this replica holds the Lease."""
     import kopf
 
     from orchestrator.operator.handlers import build_registry
@@ -40,25 +47,126 @@ def run_operator(
     served = () if all_namespaces else (namespaces or (cluster.namespace,))
     where = "every namespace" if all_namespaces else "namespace(s) " + ", ".join(served)
     echo(f"specdeploy operator: {API_VERSION} {KIND} in {where} at {cluster.server}")
+    elector = None
+    if election is not None:
+        elector = campaign(cluster, election, echo)
+        if elector is None:
+            return  # stopped while a follower
     registry = build_registry(connect, InClusterCheckpoints(offline=offline))
     settings = kopf.OperatorSettings()
-    try:
-        asyncio.run(
-            kopf.operator(
-                registry=registry,
-                settings=settings,
-                standalone=True,
-                clusterwide=all_namespaces,
-                namespaces=list(served),
-                liveness_endpoint=liveness,
-            )
+
+    async def operate() -> None:
+        stop = asyncio.Event()
+        operator = kopf.operator(
+            registry=registry,
+            settings=settings,
+            standalone=True,
+            clusterwide=all_namespaces,
+            namespaces=list(served),
+            liveness_endpoint=liveness,
+            stop_flag=stop,
         )
+        if elector is None:
+            await operator
+            return
+        await lead(operator, elector, stop, echo)
+
+    try:
+        asyncio.run(operate())
     except kopf.LoginError as exc:
         raise DeployError(
             f"the operator cannot log in to the cluster: {exc}",
             why="kopf found neither a service account nor a usable kubeconfig",
             fix=f"point KUBECONFIG at a valid kubeconfig (now {kubeconfig_path()})",
         ) from exc
+
+
+@dataclass(frozen=True)
+class Election:
+    """Where the Lease is and how long it lasts; `identity` names this replica in it."""
+
+    namespace: str | None
+    """None: the operator pod's namespace (POD_NAMESPACE), else the kube context's."""
+    identity: str
+    timing: Timing
+
+
+def campaign(
+    cluster: KubernetesCluster, election: Election, echo: Callable[[str], None]
+) -> Elector | None:
+    """Wait until this replica holds the Lease; None when SIGTERM or Ctrl-C came first (a
+    follower holds nothing, so it just stops)."""
+    namespace = election.namespace or os.environ.get("POD_NAMESPACE") or cluster.namespace
+    elector = Elector(
+        KubeLeaseStore(cluster, namespace), election.identity, namespace, election.timing
+    )
+    echo(
+        f"leader election: Lease {namespace}/{LEASE_NAME} as {election.identity} "
+        f"(lease {election.timing.lease_s:g} s)"
+    )
+    stopped: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
+    try:
+        waiting_said = False
+        while not stopped:
+            if elector.try_acquire_or_renew():
+                echo(f"leading: {election.identity} holds Lease {namespace}/{LEASE_NAME}")
+                return elector
+            if not waiting_said:
+                echo(f"following: {elector.holder} leads; waiting for the Lease")
+                waiting_said = True
+            for _ in range(max(1, round(election.timing.retry_s / 0.1))):
+                if stopped:
+                    break
+                time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    echo("stopped while following")
+    return None
+
+
+async def lead(
+    operator: Coroutine[Any, Any, None],
+    elector: Elector,
+    stop: asyncio.Event,
+    echo: Callable[[str], None],
+) -> None:
+    """Run kopf while the Lease is renewed; stop it once a renewal is `renew_deadline` late
+    (before any follower may take over) and raise, so the process exits and campaigns again
+    after a restart. A clean stop (SIGTERM) releases the Lease."""
+    lost: list[str] = []
+
+    async def renew() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(elector.timing.retry_s)
+            try:
+                await asyncio.to_thread(elector.try_acquire_or_renew)
+            except DeployError as exc:
+                echo(f"leader election: renewing failed: {exc.what}")
+            if not elector.leading:
+                lost.append(elector.holder or "nobody")
+                echo(f"leader election: lost the Lease (now {lost[0]}); stopping")
+                stop.set()
+
+    renewing = asyncio.create_task(renew())
+    try:
+        await operator
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
+    if lost:
+        raise DeployError(
+            f"the operator lost its Lease {elector.namespace}/{LEASE_NAME} to {lost[0]}",
+            why="another replica may act now, so this one stopped acting",
+            fix="nothing: it exits so that its pod restarts and campaigns again; if this "
+            "repeats, the API server is too slow to answer within the renew deadline",
+        )
+    with contextlib.suppress(DeployError):
+        if await asyncio.to_thread(elector.release):
+            echo(f"leader election: released Lease {elector.namespace}/{LEASE_NAME}")
 
 
 def connect() -> KubernetesCluster:

@@ -115,6 +115,8 @@ BUILTIN: tuple[Resource, ...] = (
     _r("", "persistentvolumeclaims", "PersistentVolumeClaim", True, "status", short_names=("pvc",)),
     _r("apps", "deployments", "Deployment", True, "status", short_names=("deploy",)),
     _r("apps", "replicasets", "ReplicaSet", True, "status", short_names=("rs",)),
+    # leader election's Lease (served since 1.14; client-go's leaderelection writes it by PUT)
+    _r("coordination.k8s.io", "leases", "Lease"),
     _r("rbac.authorization.k8s.io", "roles", "Role"),
     _r("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
     _r("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.operator.rbac import RULES
+from orchestrator.operator.rbac import LEADER_RULES, RULES
 from tests.operator.conftest import (
     CR,
     NAME,
@@ -213,11 +213,30 @@ def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
         if d
     ]
     assert sorted((d["kind"], d["metadata"].get("namespace")) for d in namespaced if d["kind"].startswith("Role")) == [
-        ("Role", "a"), ("Role", "b"), ("RoleBinding", "a"), ("RoleBinding", "b"),
+        ("Role", "a"), ("Role", "b"), ("Role", "default"),  # default: the Lease's (release) one
+        ("RoleBinding", "a"), ("RoleBinding", "b"), ("RoleBinding", "default"),
     ]  # fmt: skip
     [deployment] = [d for d in namespaced if d["kind"] == "Deployment"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["args"] == ["--namespace=a", "--namespace=b"]
+    assert container["args"] == [
+        "--namespace=a", "--namespace=b", "--leader-elect", "--lease-seconds=15",
+    ]  # fmt: skip
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # the Lease hands over
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    alone = [
+        d
+        for d in yaml.safe_load_all(
+            helm_run(helm, "template", "t", chart, "--set", "leaderElection.enabled=false")
+        )
+        if d
+    ]
+    [deployment] = [d for d in alone if d["kind"] == "Deployment"]
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--leader-elect" not in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [d["metadata"]["name"] for d in alone if d["kind"] == "Role"] == [
+        "t-specdeploy-operator"
+    ]
     # ready once kopf answers its liveness endpoint (tests/operator/test_operator.py runs it)
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert "http://0.0.0.0:8080/healthz" in container["command"]
@@ -232,22 +251,32 @@ def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",  # the Lease's, in the release namespace
+        "RoleBinding",
         "Deployment",
     }
 
 
 def test_the_chart_grants_exactly_the_operators_rules(helm: list[str]) -> None:
     rendered = helm_run(helm, "template", "t", str(REPO_ROOT / "charts" / "specdeploy-operator"))
-    [role] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"]
-    granted = {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
+    roles = {
+        d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"
     }
+    assert set(roles) == {"t-specdeploy-operator", "t-specdeploy-operator-leader"}
+
+    def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return {
+            (g, r, v)
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+
     declared = {(g, r, v) for g, r, verbs in RULES for v in verbs}
-    assert granted == declared
+    assert granted(roles["t-specdeploy-operator"]) == declared
+    leader = {(g, r, v) for g, r, verbs in LEADER_RULES for v in verbs}
+    assert granted(roles["t-specdeploy-operator-leader"]) == leader
 
 
 def test_every_rule_is_needed() -> None:

@@ -48,3 +48,10 @@ keeps them equal). */}}
   resources: [httproutes]
   verbs: [get, create, patch, delete]
 {{- end -}}
+
+{{/* The Lease rules (orchestrator/operator/rbac.py LEADER_RULES). */}}
+{{- define "specdeploy-operator.leaderRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+{{- end -}}
