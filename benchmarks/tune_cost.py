@@ -103,7 +103,9 @@ def main() -> None:
         name: sum(1 for c in doc["cells"] if c["outcome"] != "skipped")
         for name, doc in documents.items()
     }
-    sent = {name: sum(c["ok"] + c["failed"] for c in doc["cells"]) for name, doc in documents.items()}
+    sent = {
+        name: sum(c["ok"] + c["failed"] for c in doc["cells"]) for name, doc in documents.items()
+    }
     stopped = sum(1 for c in documents["pruned"]["cells"] if c["note"].startswith("stopped"))
     same = documents["pruned"]["schedule"] == documents["every"]["schedule"]
     print(f"k {args.k} x concurrency {args.concurrency}, {args.requests} requests per arm")

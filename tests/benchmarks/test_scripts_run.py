@@ -36,6 +36,8 @@ def test_every_script_has_a_smoke_test() -> None:
         "cli_startup.py",
         "layered_testbed.py",
         "memory_accuracy.py",
+        "null_operator.py",  # not a script: the kopf operator operator_scale.py compares with
+        "operator_scale.py",
         "tune_cost.py",
     }, "a new benchmark script needs its smoke test here"
 
@@ -63,6 +65,11 @@ def test_bench_client_prints_its_throughput_ratio_and_timing_error() -> None:
             "tune_cost.py",
             ("--k", "1,8", "--concurrency", "1,8", "--requests", "4"),
             rf"^time to a schedule, pruned / exhaustive: {NUMBER}x",
+        ),
+        (
+            "operator_scale.py",
+            ("--resources", "3", "--window", "2", "--deadline", "90"),
+            rf"^time to all handled, specdeploy / plain kopf: {NUMBER}x",
         ),
     ],
 )
