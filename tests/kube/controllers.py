@@ -114,7 +114,7 @@ class Controllers:
     # -- garbage collection ------------------------------------------------------------------------
 
     def _gc(self, immediate: bool) -> bool:
-        objects = self.api.stored()
+        objects = self.api.view()
         uids = {o["metadata"]["uid"]: k for k, o in objects.items()}
         now = time.monotonic()
         changed = False
@@ -140,17 +140,20 @@ class Controllers:
         for key, obj in objects.items():
             meta = obj["metadata"]
             finalizers = meta.get("finalizers") or []
-            if not meta.get("deletionTimestamp") or key not in self.api.stored():
+            if not meta.get("deletionTimestamp"):
+                continue
+            now_stored = self.api.view()
+            if key not in now_stored:
                 continue
             uid = meta["uid"]
             dependents = [
                 k
-                for k, o in self.api.stored().items()
+                for k, o in now_stored.items()
                 if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
             ]
             if "orphan" in finalizers:
                 for dep in dependents:
-                    found = self.api.stored()[dep]
+                    found = copy.deepcopy(self.api.view()[dep])
                     found["metadata"]["ownerReferences"] = [
                         r for r in found["metadata"]["ownerReferences"] if r.get("uid") != uid
                     ]
@@ -161,7 +164,7 @@ class Controllers:
         return changed
 
     def _drop_finalizer(self, key: Key, finalizer: str) -> bool:
-        found = self.api.stored().get(key)
+        found = copy.deepcopy(self.api.view().get(key))
         if found is None:
             return False
         found["metadata"]["finalizers"] = [
@@ -172,7 +175,7 @@ class Controllers:
 
     def _namespace(self, immediate: bool) -> bool:
         changed = False
-        objects = self.api.stored()
+        objects = self.api.view()
         for key, ns in objects.items():
             if key[:2] != ("", "namespaces") or not ns["metadata"].get("deletionTimestamp"):
                 continue
@@ -181,7 +184,7 @@ class Controllers:
                 if not objects[item]["metadata"].get("deletionTimestamp"):
                     self.api.request_deletion(item, "Background")
                     changed = True
-            if not [k for k in self.api.stored() if k[2] == key[3] and k[:2] != ("", "namespaces")]:
+            if not [k for k in self.api.view() if k[2] == key[3] and k[:2] != ("", "namespaces")]:
                 self.api.system_remove(key)
                 changed = True
         return changed
@@ -190,7 +193,8 @@ class Controllers:
 
     def _deployment(self, immediate: bool) -> bool:
         changed = False
-        objects = self.api.stored()
+        objects = self.api.view()
+        children = _children(objects)
         for key, deployment in objects.items():
             if key[:2] != ("apps", "deployments") or deployment["metadata"].get(
                 "deletionTimestamp"
@@ -205,10 +209,11 @@ class Controllers:
                 "pod-template-hash": digest,
             }
             template.setdefault("metadata", {})["labels"] = labels
-            owned = self._owned(objects, deployment, ("apps", "replicasets"))
+            owned = _owned(children, deployment, ("apps", "replicasets"))
             desired = int(spec.get("replicas", 1))
             for rs_key, rs in owned:
                 if rs_key[3] != rs_name and int((rs.get("spec") or {}).get("replicas", 0)) != 0:
+                    rs = copy.deepcopy(rs)
                     rs["spec"]["replicas"] = 0
                     self.api.system_update(rs_key, rs, MANAGER)
                     changed = True
@@ -234,15 +239,24 @@ class Controllers:
                 )
                 changed = True
             elif int(current["spec"].get("replicas", 0)) != desired:
+                current = copy.deepcopy(current)
                 current["spec"]["replicas"] = desired
                 self.api.system_update(new_key, current, MANAGER)
                 changed = True
-            changed |= self._deployment_status(key, deployment, new_key)
+            changed |= self._deployment_status(key, deployment, new_key, objects, children)
         return changed
 
-    def _deployment_status(self, key: Key, deployment: dict[str, Any], new_key: Key) -> bool:
-        objects = self.api.stored()
-        owned = self._owned(objects, deployment, ("apps", "replicasets"))
+    def _deployment_status(
+        self,
+        key: Key,
+        deployment: dict[str, Any],
+        new_key: Key,
+        objects: dict[Key, dict[str, Any]],
+        children: Children,
+    ) -> bool:
+        """From the ReplicaSets' status as this pass read it (one written in this pass has
+        none yet either way; the replicaset controller runs after this one)."""
+        owned = _owned(children, deployment, ("apps", "replicasets"))
         total = {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0}
         for _, rs in owned:
             for field in total:
@@ -296,21 +310,24 @@ class Controllers:
 
     def _replicaset(self, immediate: bool) -> bool:
         changed = False
-        objects = self.api.stored()
+        objects = self.api.view()
+        children = _children(objects)
         for key, rs in objects.items():
             if key[:2] != ("apps", "replicasets") or rs["metadata"].get("deletionTimestamp"):
                 continue
             desired = int((rs.get("spec") or {}).get("replicas", 1))
             pods = [
                 (k, p)
-                for k, p in self._owned(objects, rs, ("", "pods"))
+                for k, p in _owned(children, rs, ("", "pods"))
                 if not p["metadata"].get("deletionTimestamp")
             ]
             template = (rs.get("spec") or {}).get("template") or {}
+            created: list[tuple[Key, dict[str, Any]]] = []
             for _ in range(desired - len(pods)):
                 name = f"{key[3]}-{secrets.token_hex(3)[:5]}"
-                self.api.system_create(
-                    ("", "pods", key[2], name),
+                pod_key: Key = ("", "pods", key[2], name)
+                made = self.api.system_create(
+                    pod_key,
                     {
                         "apiVersion": "v1",
                         "kind": "Pod",
@@ -330,15 +347,12 @@ class Controllers:
                     },
                     MANAGER,
                 )
+                created.append((pod_key, made))
                 changed = True
-            for pod_key, _ in pods[desired:]:
-                self.api.request_deletion(pod_key)
+            for extra, _ in pods[desired:]:
+                self.api.request_deletion(extra)
                 changed = True
-            pods = [
-                (k, p)
-                for k, p in self._owned(self.api.stored(), rs, ("", "pods"))
-                if not p["metadata"].get("deletionTimestamp")
-            ]
+            pods = sorted(pods[:desired] + created)  # what is left, as the store now has it
             ready = sum(1 for _, p in pods if _ready(p))
             status = {
                 "replicas": len(pods),
@@ -356,8 +370,12 @@ class Controllers:
 
     def _scheduler(self, immediate: bool) -> bool:
         changed = False
-        objects = self.api.stored()
-        nodes = [n for k, n in objects.items() if k[:2] == ("", "nodes")]
+        objects = self.api.view()
+        nodes = sorted(
+            (n for k, n in objects.items() if k[:2] == ("", "nodes")),
+            key=lambda n: n["metadata"]["name"],
+        )
+        usage = _usage(objects)
         for key, pod in objects.items():
             spec = pod.get("spec") or {}
             if (
@@ -368,7 +386,7 @@ class Controllers:
                 continue
             if spec.get("schedulerName", "default-scheduler") != "default-scheduler":
                 continue
-            chosen, reasons = _fit(pod, nodes, objects)
+            chosen, reasons = _fit(pod, nodes, usage)
             status = copy.deepcopy(pod.get("status") or {})
             if chosen is not None:
                 bound = copy.deepcopy(pod)
@@ -378,8 +396,11 @@ class Controllers:
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()}
                 ]
                 self.api.system_update(
-                    key, {**self.api.stored()[key], "status": status}, "kube-scheduler", "status"
+                    key, {**self.api.view()[key], "status": status}, "kube-scheduler", "status"
                 )
+                for resource, n in _requests(pod).items():  # bound: counts for the next pod
+                    on = usage.setdefault(chosen, {})
+                    on[resource] = on.get(resource, 0) + n
                 self._bound[pod["metadata"]["uid"]] = time.monotonic()
                 changed = True
                 continue
@@ -432,7 +453,7 @@ class Controllers:
     def _kubelet(self, immediate: bool) -> bool:
         changed = False
         now = time.monotonic()
-        for key, pod in self.api.stored().items():
+        for key, pod in self.api.view().items():
             if key[:2] != ("", "pods") or not (pod.get("spec") or {}).get("nodeName"):
                 continue
             if pod["metadata"].get("deletionTimestamp"):
@@ -491,17 +512,26 @@ class Controllers:
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _owned(
-        objects: dict[Key, dict[str, Any]], owner: dict[str, Any], kind: tuple[str, str]
-    ) -> list[tuple[Key, dict[str, Any]]]:
-        uid = owner["metadata"]["uid"]
-        return sorted(
-            (k, o)
-            for k, o in objects.items()
-            if k[:2] == kind
-            and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
-        )
+
+Children = dict[str, list[tuple["Key", dict[str, Any]]]]
+"""Owner uid -> the objects whose ownerReferences name it."""
+
+
+def _children(objects: dict[Key, dict[str, Any]]) -> Children:
+    """Every object under each owner uid, read once per pass (scanning every object for every
+    owner was quadratic: minutes a pass at 1,000 resources)."""
+    found: Children = {}
+    for key, obj in objects.items():
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if ref.get("uid"):
+                found.setdefault(ref["uid"], []).append((key, obj))
+    return found
+
+
+def _owned(
+    children: Children, owner: dict[str, Any], kind: tuple[str, str]
+) -> list[tuple[Key, dict[str, Any]]]:
+    return sorted((k, o) for k, o in children.get(owner["metadata"]["uid"], []) if k[:2] == kind)
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:
@@ -536,14 +566,14 @@ def _requests(pod: dict[str, Any]) -> dict[str, int]:
 
 
 def _fit(
-    pod: dict[str, Any], nodes: list[dict[str, Any]], objects: dict[Any, dict[str, Any]]
+    pod: dict[str, Any], nodes: list[dict[str, Any]], usage: dict[str, dict[str, int]]
 ) -> tuple[str | None, list[str]]:
     """The first node the Pod fits on, else one reason per node (the first filter that fails,
     in the default profile's order: taints, node affinity/selector, resources)."""
     asked = _requests(pod)
     spec = pod.get("spec") or {}
     reasons = []
-    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+    for node in nodes:
         taint = _untolerated(node, spec.get("tolerations") or [])
         if taint is not None:
             reasons.append(
@@ -554,7 +584,7 @@ def _fit(
         if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
             reasons.append("node(s) didn't match Pod's node affinity/selector")
             continue
-        used = _used(node["metadata"]["name"], objects)
+        used = usage.get(node["metadata"]["name"], {})
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         short = [r for r, n in asked.items() if int(allocatable.get(r, 0)) - used.get(r, 0) < n]
         if short:
@@ -578,12 +608,15 @@ def _untolerated(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> dic
     return None
 
 
-def _used(node: str, objects: dict[Any, dict[str, Any]]) -> dict[str, int]:
-    used: dict[str, int] = {}
+def _usage(objects: dict[Any, dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Node name -> what the Pods bound to it request (GPUs), every node in one pass."""
+    used: dict[str, dict[str, int]] = {}
     for key, pod in objects.items():
-        if key[:2] == ("", "pods") and (pod.get("spec") or {}).get("nodeName") == node:
+        node = (pod.get("spec") or {}).get("nodeName") if key[:2] == ("", "pods") else None
+        if node:
+            on = used.setdefault(node, {})
             for resource, n in _requests(pod).items():
-                used[resource] = used.get(resource, 0) + n
+                on[resource] = on.get(resource, 0) + n
     return used
 
 

@@ -1350,6 +1350,14 @@ class Imitation:
         with self.lock:
             return {k: copy.deepcopy(v) for k, v in self._objects.items()}
 
+    def view(self) -> dict[Key, dict[str, Any]]:
+        """The stored objects themselves, not copies: read them, never change them (deep-copy
+        one before changing it). A write replaces an object, so a view taken before it keeps
+        the old one. What the controllers read every 50 ms: at 1,000 resources (10,000
+        objects) a deep copy per read kept a core busy and starved the API's handlers."""
+        with self.lock:
+            return dict(self._objects)
+
     def system_create(
         self, key: Key, obj: dict[str, Any], manager: str = "kube-controller-manager"
     ) -> dict[str, Any]:
