@@ -165,19 +165,17 @@ def start_null(
 
 
 def _resources(imitated: Imitation, namespace: str) -> list[dict[str, Any]]:
-    with imitated.lock:
-        return [
-            obj
-            for key, obj in imitated.stored().items()
-            if (key[0], key[1]) == GROUP_PLURAL and key[2] == namespace
-        ]
+    return [
+        obj
+        for key, obj in imitated.view().items()  # no copies: this runs every second
+        if (key[0], key[1]) == GROUP_PLURAL and key[2] == namespace
+    ]
 
 
 def planned_and_applied(imitated: Imitation, namespace: str) -> int:
-    with imitated.lock:
-        deployments = {
-            key[3] for key in imitated.stored() if key[:3] == ("apps", "deployments", namespace)
-        }
+    deployments = {
+        key[3] for key in imitated.view() if key[:3] == ("apps", "deployments", namespace)
+    }
     done = 0
     for obj in _resources(imitated, namespace):
         name = obj["metadata"]["name"]

@@ -24,6 +24,7 @@ conversion webhooks (every served version of a CRD is the same object), paginati
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 import json
@@ -553,12 +554,17 @@ class Imitation:
                     seen = self._version
                 for obj in initial:
                     yield (json.dumps({"type": "ADDED", "object": obj}) + "\n").encode()
+            # the history is appended in resourceVersion order: read each entry once, from the
+            # first after `seen` (rescanning all of it at every write was quadratic in writes)
+            with self.lock:
+                position = bisect.bisect_right([h[0] for h in self.history], seen)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 with self.changed:
-                    fresh = [h for h in self.history if h[0] > seen and matches(h[1], h[3])]
-                    if not fresh and not self.stopping:
+                    if len(self.history) == position and not self.stopping:
                         self.changed.wait(0.5)
+                    fresh = [h for h in self.history[position:] if matches(h[1], h[3])]
+                    position = len(self.history)
                     stopping = self.stopping
                 for rv, _, kind, obj in fresh:
                     seen = rv
