@@ -200,10 +200,14 @@ def measure(
 ) -> Measured:
     began = time.monotonic()
     done = 0
+    said = began
     while time.monotonic() - began < args.deadline and process.poll() is None:
         done = handled()
         if done >= args.resources:
             break
+        if time.monotonic() - said >= 30:
+            said = time.monotonic()
+            print(f"  {done}/{args.resources} after {said - began:.0f} s", flush=True)
         time.sleep(1.0)
     elapsed = time.monotonic() - began if done >= args.resources else None
     shown = f"{elapsed:.1f} s" if elapsed is not None else f"not within {args.deadline:.0f} s"

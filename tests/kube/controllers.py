@@ -89,13 +89,18 @@ class Controllers:
             self._thread.join(5)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.05):
+        pause = 0.05
+        while not self._stop.wait(pause):
+            began = time.monotonic()
             try:
                 self.tick()
             except Exception:  # a controller bug must not stop the others; tests see the state
                 import logging
 
                 logging.getLogger(__name__).exception("imitation controller tick failed")
+            # a pass holds the store's lock: at 10,000 objects it takes a while, and the API's
+            # handlers must get at least twice that between passes
+            pause = max(0.05, 2 * (time.monotonic() - began))
 
     def settle(self, rounds: int = 50) -> None:
         """Run every controller now, ignoring its delays, until nothing changes."""

@@ -220,6 +220,8 @@ class Imitation:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._objects: dict[Key, dict[str, Any]] = {}
+        self._rbac: dict[str, dict[Key, dict[str, Any]]] = {}
+        """Roles, bindings and their cluster kinds by plural: what the authorizer reads."""
         self._version = 1000
         self._uids = itertools.count(1)
         self._ips = itertools.count(10)
@@ -1307,16 +1309,14 @@ class Imitation:
             "ClusterRole": "clusterroles",
             "ClusterRoleBinding": "clusterrolebindings",
         }.get(kind)
-        with self.lock:
-            return [
-                o
-                for k, o in self._objects.items()
-                if k[:2] == ("rbac.authorization.k8s.io", plural)
-            ]
+        with self.lock:  # the RBAC index: every request reads it, so no scan of every object
+            return list(self._rbac.get(plural or "", {}).values())
 
     def _store(self, key: Key, obj: dict[str, Any], kind: str) -> None:
         with self.changed:
             self._objects[key] = obj
+            if key[0] == "rbac.authorization.k8s.io":
+                self._rbac.setdefault(key[1], {})[key] = obj
             self.history.append(
                 (int(obj["metadata"]["resourceVersion"]), key, kind, copy.deepcopy(obj))
             )
@@ -1327,6 +1327,7 @@ class Imitation:
             obj = self._objects.pop(key, None)
             if obj is None:
                 return
+            self._rbac.get(key[1], {}).pop(key, None)
             obj = copy.deepcopy(obj)
             obj["metadata"]["resourceVersion"] = self._next()
             self.history.append((int(obj["metadata"]["resourceVersion"]), key, "DELETED", obj))
