@@ -89,12 +89,14 @@ class TuneSettings:
 
     def rounds(self, load: int) -> list[int]:
         """Requests per arm in each round of the cell at `load`: one round when `exhaustive`
-        or when the requests do not split into rounds of at least `MIN_ROUND` and twice the
-        load (a shorter round would measure a server filling up and draining, not at load)."""
+        or when the requests do not split into rounds of at least `MIN_ROUND` and four times
+        the load. A round ends with the server draining (its last requests run with fewer
+        beside them), which favours the candidate at high load; at four times the load that
+        tail is a small part of each round, as it is of one level of all the requests."""
         requests = self.config.requests
         if self.exhaustive:
             return [requests]
-        least = max(MIN_ROUND, 2 * load)
+        least = max(MIN_ROUND, 4 * load)
         chunk = max(math.ceil(requests / LOOKS), least)
         sizes: list[int] = []
         while sum(sizes) < requests:

@@ -314,12 +314,13 @@ class TestRounds:
             exhaustive=exhaustive,
         )
 
-    def test_rounds_are_at_least_eight_requests_and_twice_the_load(self) -> None:
+    def test_rounds_are_at_least_eight_requests_and_four_times_the_load(self) -> None:
         settings = self.settings(24)
         assert settings.rounds(1) == [8, 8, 8]
-        assert settings.rounds(4) == [8, 8, 8]
-        assert settings.rounds(6) == [12, 12]
-        assert settings.rounds(8) == [24]  # a second round of 8 would not fill 8 slots twice
+        assert settings.rounds(2) == [8, 8, 8]
+        assert settings.rounds(3) == [12, 12]
+        assert settings.rounds(4) == [24]  # a second round of 8 would be mostly draining
+        assert self.settings(64).rounds(4) == [22, 22, 20]
         assert self.settings(16).rounds(1) == [8, 8]
         assert self.settings(12).rounds(1) == [12]
         assert self.settings(24, exhaustive=True).rounds(1) == [24]
