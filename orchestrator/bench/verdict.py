@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from orchestrator.bench.stats import Ratio, ratio_of_means
+from orchestrator.bench.stats import CONFIDENCE, Ratio, ratio_of_means
 from orchestrator.bench.summary import ArmSummary, Slo, summarize
 from orchestrator.bench.sweep import ArmLevel, SweepRecord, describe_load
 
@@ -126,7 +126,7 @@ def _level(record: SweepRecord, load: Load, slo: Slo, greedy: bool) -> LevelVerd
     base = _arm(record.arms, record.baseline.label, load)
     speedup = decode = None
     if cand is not None and base is not None:
-        speedup = ratio_of_means(_rates(cand), _rates(base))
+        speedup = speedup_of(cand, base)
         decode = ratio_of_means(_tpots(base), _tpots(cand))
     agreement = _agreement(cand, base) if cand and base and greedy else None
     return LevelVerdict(
@@ -145,6 +145,14 @@ def _level(record: SweepRecord, load: Load, slo: Slo, greedy: bool) -> LevelVerd
 def _arm(arms: Sequence[ArmLevel], label: str, load: Load) -> ArmLevel | None:
     found = [a for a in arms if a.label == label and (a.concurrency, a.request_rate) == load]
     return found[-1] if found else None
+
+
+def speedup_of(
+    candidate: ArmLevel, baseline: ArmLevel, confidence: float = CONFIDENCE
+) -> Ratio | None:
+    """Output tokens/s per request, candidate over baseline, with its bootstrap interval at
+    `confidence` (`tune`'s early looks use a stricter one than a level's 95 %)."""
+    return ratio_of_means(_rates(candidate), _rates(baseline), confidence=confidence)
 
 
 def _rates(arm: ArmLevel) -> list[float]:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.bench.client import Api, Endpoint
-from orchestrator.bench.stats import CONFIDENCE, Ratio, mean_with_interval, ratio_of_means
+from orchestrator.bench.stats import CONFIDENCE, Ratio, mean_with_interval
 from orchestrator.bench.sweep import ArmLevel, SweepConfig, SweepRecord, run_sweep
-from orchestrator.bench.verdict import judge
+from orchestrator.bench.verdict import judge, speedup_of
 from orchestrator.bench.workload import Workload
 from orchestrator.engines.metrics import Acceptance, PhaseTimes
 from orchestrator.errors import UsageError
@@ -165,20 +165,40 @@ def tune(settings: TuneSettings, cells: list[Cell], save: Save, progress: Progre
             state.cells.append(Cell(k, load, "skipped", None, note=why))
             progress(f"[{index}/{len(todo)}] k={k} at concurrency {load}: skipped, {why}")
             continue
-        eta = _eta(spent, len(todo) - index + 1)
-        progress(f"[{index}/{len(todo)}] k={k} at concurrency {load}{eta}")
-        began = time.monotonic()
-        rivals = [c for c in state.cells if c.concurrency == load and c.outcome == "pays"]
-        measured = _measure(settings, k, load, rivals, progress)
-        if measured is None:
-            state.interrupted = True
+        place = f"[{index}/{len(todo)}]"
+        if not _measure_cell(state, k, load, place, len(todo) - index + 1, spent, save, progress):
             break
-        record, note = measured
-        spent.append(time.monotonic() - began)
-        state.cells.append(dataclasses.replace(measured_cell(record, k, load), note=note))
-        state.measured_now += 1
-        save(state)
     return state
+
+
+def _measure_cell(
+    state: TuneState,
+    k: int,
+    load: int,
+    place: str,
+    left: int,
+    spent: list[float],
+    save: Save,
+    progress: Progress,
+    measure_round: Round | None = None,
+    baseline_arm: ArmLevel | None = None,
+) -> bool:
+    """Measure one cell (`_measure`), keep it in `state` and `save`; False (and `state`
+    marked interrupted) when it was interrupted. `spent` times the cells, for the estimate of
+    the time `left` cells take."""
+    progress(f"{place} k={k} at concurrency {load}{_eta(spent, left)}")
+    began = time.monotonic()
+    rivals = [c for c in state.cells if c.concurrency == load and c.outcome == "pays"]
+    measured = _measure(state.settings, k, load, rivals, progress, measure_round, baseline_arm)
+    if measured is None:
+        state.interrupted = True
+        return False
+    record, note = measured
+    spent.append(time.monotonic() - began)
+    state.cells.append(dataclasses.replace(measured_cell(record, k, load), note=note))
+    state.measured_now += 1
+    save(state)
+    return True
 
 
 Serve = Callable[[int], AbstractContextManager[str]]
@@ -260,22 +280,11 @@ def tune_serving_each(
                             f"[{counted}/{len(todo)}] k={k} at concurrency {load}: skipped, {why}"
                         )
                         continue
-                    eta = _eta(spent, len(todo) - counted + 1)
-                    progress(f"[{counted}/{len(todo)}] k={k} at concurrency {load}{eta}")
-                    began = time.monotonic()
-                    rivals = [
-                        c for c in state.cells if c.concurrency == load and c.outcome == "pays"
-                    ]
-                    measured = _measure(settings, k, load, rivals, progress, alone, base_arms[load])
-                    if measured is None:
-                        state.interrupted = True
+                    place, left = f"[{counted}/{len(todo)}]", len(todo) - counted + 1
+                    if not _measure_cell(
+                        state, k, load, place, left, spent, save, progress, alone, base_arms[load]
+                    ):
                         return state
-                    merged, note = measured
-                    spent.append(time.monotonic() - began)
-                    cell = measured_cell(merged, k, load)
-                    state.cells.append(dataclasses.replace(cell, note=note))
-                    state.measured_now += 1
-                    save(state)
     except KeyboardInterrupt:  # while an engine loaded or stopped: no cell was in flight
         progress("interrupted: keeping every finished cell")
         state.interrupted = True
@@ -340,7 +349,7 @@ def _measure(
 def _decided(record: SweepRecord, rivals: Sequence[Cell], confidence: float) -> str | None:
     """What the cell's interval at `confidence` already settles, or None to measure on."""
     cand, base = _arms(record)
-    speedup = ratio_of_means(_rates(cand), _rates(base), confidence=confidence)
+    speedup = speedup_of(cand, base, confidence=confidence)
     if speedup is None:
         return None
     if speedup.high < 1.0:
@@ -352,10 +361,6 @@ def _decided(record: SweepRecord, rivals: Sequence[Cell], confidence: float) -> 
         if other is not None and not (speedup.low > other.high or speedup.high < other.low):
             return None  # pays, but its rank against a k already measured here is not settled
     return f"pays, {speedup.value:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]"
-
-
-def _rates(arm: ArmLevel) -> list[float]:
-    return [r.tokens_per_s for r in arm.results if r.tokens_per_s is not None]
 
 
 def _arms(record: SweepRecord) -> tuple[ArmLevel, ArmLevel]:
