@@ -65,11 +65,11 @@ def run(
         chosen = DockerTarget(baseline=baseline, host_port=port, health_timeout=timeout)
     else:
         options = RunOptions(engine_bin, python, port, timeout, log_file=log_file)
-        chosen = LocalProcessTarget(options, baseline=baseline, progress=_Progress())
+        chosen = LocalProcessTarget(options, baseline=baseline, progress=WaitProgress())
     chosen.deploy(plan, echo=click.echo)
 
 
-class _Progress:
+class WaitProgress:
     """One rewritten status line on a terminal; a line every 15 s otherwise (CI logs)."""
 
     def __init__(self) -> None:

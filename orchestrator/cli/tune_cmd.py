@@ -253,6 +253,7 @@ def _local_engines(
     proposer or release refuses is reported up front (exit 3/4), not after an hour of cells."""
     from pydantic import ValidationError
 
+    from orchestrator.cli.run_cmd import WaitProgress
     from orchestrator.plan.build import plan_profile
     from orchestrator.plan.resolver import LocalCheckpoints
     from orchestrator.plan.types import DeploymentPlan
@@ -292,22 +293,10 @@ def _local_engines(
     def serve(k: int) -> Iterator[str]:
         echo = lambda line: click.echo(line, err=True)  # noqa: E731
         chosen = dataclasses.replace(options, port=_free_port())
-        with serving(launches[k], chosen, echo=echo, progress=_quiet(echo)) as served:
+        with serving(launches[k], chosen, echo=echo, progress=WaitProgress()) as served:
             yield served.url
 
     return serve
-
-
-def _quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
-    """The engine's waiting line, every 15th time (once in about 15 s)."""
-    calls = [0]
-
-    def progress(message: str) -> None:
-        calls[0] += 1
-        if message and calls[0] % 15 == 1:
-            echo(message)
-
-    return progress
 
 
 def _free_port() -> int:
