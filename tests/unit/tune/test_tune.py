@@ -61,15 +61,6 @@ def servers() -> Iterator[tuple[str, str]]:
         yield f"http://127.0.1.{{k}}:{port}", base.url
 
 
-@pytest.fixture
-def profile(tmp_path: Path) -> Path:
-    document = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml").read_text())
-    document["serving"].update(max_model_len=4096, max_concurrency=16)
-    path = tmp_path / "draft.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
-
-
 def run(profile: Path, servers: tuple[str, str], out: Path, *extra: str) -> Result:
     template, baseline = servers
     return CliRunner().invoke(

@@ -64,15 +64,6 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     return script, log
 
 
-@pytest.fixture
-def profile(tmp_path: Path) -> Path:
-    document = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml").read_text())
-    document["serving"].update(max_model_len=4096, max_concurrency=16)
-    path = tmp_path / "draft.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
-
-
 def tune_local(profile: Path, engine: Path, out: Path, *extra: str) -> tuple[int, str]:
     result = CliRunner().invoke(
         cli,
