@@ -9,6 +9,22 @@ import click
 import yaml
 
 
+def _host_port(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[str, int] | None:
+    """HOST:PORT ([HOST]:PORT for IPv6) -> (host, port); a usage error otherwise."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(
+            f"{value!r} is not HOST:PORT; give an address and a port 1-65535, e.g. "
+            "0.0.0.0:8081 (every address) or 127.0.0.1:8081 (this machine only)"
+        )
+    return host, int(port)
+
+
 @click.command("operator")
 @click.option(
     "-n",
@@ -23,6 +39,14 @@ import yaml
 )
 @click.option(
     "--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz."
+)
+@click.option(
+    "--metrics-bind",
+    metavar="HOST:PORT",
+    callback=_host_port,
+    help="Serve the operator's own Prometheus metrics at http://HOST:PORT/metrics, e.g. "
+    "0.0.0.0:8081 (decisions, scrape failures, interval durations, reconciles, leader); off "
+    "when unset.",
 )
 @click.option(
     "--allow-image",
@@ -59,6 +83,7 @@ def operator(
     all_namespaces: bool,
     offline: bool,
     liveness: str | None,
+    metrics_bind: tuple[str, int] | None,
     allow_images: tuple[str, ...],
     allow_secrets: tuple[str, ...],
     leader_elect: bool,
@@ -99,6 +124,7 @@ def operator(
         liveness=liveness,
         echo=click.echo,
         election=election,
+        metrics_bind=metrics_bind,
     )
 
 

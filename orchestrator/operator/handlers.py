@@ -11,6 +11,9 @@
   deleted while the operator is down stays until the operator is back (or the finalizer is
   removed by hand).
 
+Reconciles, intervals and running control loops are counted in the operator's own /metrics
+(`orchestrator/operator/metrics.py`).
+
 kopf keeps its own bookkeeping in annotations prefixed `specdeploy.io/` (progress and the last
 handled spec), never in the status the operator writes.
 """
@@ -22,6 +25,7 @@ import contextvars
 import functools
 import logging
 import threading
+import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,7 +37,8 @@ from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
 from orchestrator.errors import DeployError
 from orchestrator.operator.crd import GROUP, PLURAL, VERSION
 from orchestrator.operator.loop import Scrapes, tick
-from orchestrator.operator.reconcile import Emit, reconcile
+from orchestrator.operator.metrics import INTERVAL_FAILURES_TOTAL, INTERVAL_SECONDS, RESOURCES
+from orchestrator.operator.reconcile import Emit, counted_reconcile
 from orchestrator.operator.source import InClusterCheckpoints
 from orchestrator.profile.schema import PolicySpec
 
@@ -95,13 +100,14 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
     def on_change(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         raw = dict(body)
         try:
-            status = reconcile(raw, source, cluster(), _emitter(body))
+            status = counted_reconcile("change", raw, source, cluster(), _emitter(body))
         except DeployError as exc:
             kopf.warn(body, reason="ClusterError", message=f"{exc.what}: {exc.why}"[:1000])
             raise kopf.TemporaryError(f"{exc.what}: {exc.why}", delay=RETRY_DELAY_S) from exc
         patch.status.update(status)
 
     def one_interval(raw: dict[str, Any], body: kopf.Body, logger: Any) -> None:
+        started = time.monotonic()
         try:
             status = tick(raw, source, cluster(), scrapes, _emitter(body))
             if status is not None:
@@ -114,9 +120,13 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
                     status,
                 )
         except DeployError as exc:
+            INTERVAL_FAILURES_TOTAL.inc(reason="cluster_error")
             logger.warning(f"control loop: {exc.what}: {exc.why}")
         except Exception:  # one bad interval must not end the loop for this resource
+            INTERVAL_FAILURES_TOTAL.inc(reason="error")
             logger.exception("control loop: interval failed")
+        finally:
+            INTERVAL_SECONDS.observe(time.monotonic() - started)
 
     @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, registry=registry)
     async def control_loop(
@@ -127,14 +137,18 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
         pool (CPUs + 4 threads) a dozen resources left none for planning. Only an interval's
         work runs in a thread, from a pool of its own so it never starves the handlers."""
         loop = asyncio.get_running_loop()
-        while not stopped:
-            await stopped.wait(_interval(body))
-            if stopped:
-                return
-            # kopf.event posts through context variables of the daemon's task: carry them over.
-            context = contextvars.copy_context()
-            work = functools.partial(one_interval, dict(body), body, logger)
-            await loop.run_in_executor(intervals, context.run, work)
+        RESOURCES.inc()
+        try:
+            while not stopped:
+                await stopped.wait(_interval(body))
+                if stopped:
+                    return
+                # kopf.event posts through context variables of the daemon's task: carry them.
+                context = contextvars.copy_context()
+                work = functools.partial(one_interval, dict(body), body, logger)
+                await loop.run_in_executor(intervals, context.run, work)
+        finally:
+            RESOURCES.dec()
 
     return registry
 

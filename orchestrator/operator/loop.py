@@ -25,17 +25,23 @@ from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
 from orchestrator.engines import ENGINES
 from orchestrator.engines.metrics import Samples
 from orchestrator.manifests.context import PROFILE_LABEL, VARIANT_LABEL
+from orchestrator.operator.metrics import (
+    DECISIONS,
+    DROPPED_SERIES_TOTAL,
+    SCRAPE_FAILURES_TOTAL,
+    SCRAPES,
+)
 from orchestrator.operator.objects import Owner, own, speculative_workload, traffic_split
 from orchestrator.operator.policy import VARIANTS, Decision, Memory, Observation, Variant, step
 from orchestrator.operator.reconcile import (
     Emit,
     conditions_of,
+    counted_reconcile,
     effective_profile,
     needs_reconcile,
     owner_of,
     plan_resource,
     profile_of,
-    reconcile,
     set_condition,
     traffic_status,
     verdict,
@@ -86,7 +92,7 @@ def tick(
     why = needs_reconcile(cluster, owner, status)
     if why is not None:
         emit("Normal", "Reconciled", f"planned and applied again: {why}")
-        return reconcile(body, source, cluster, emit)
+        return counted_reconcile("loop", body, source, cluster, emit)
     profile = profile_of(body)
     policy = profile.policy or PolicySpec()
     now = clock()
@@ -106,6 +112,7 @@ def tick(
     if loop.get("specTokens") != profile.proposer.num_speculative_tokens:
         memory = Memory(active=memory.active, changed_at=memory.changed_at, tpot=memory.tpot)
     memory, decision = step(policy, memory, observation, profile.proposer.num_speculative_tokens)
+    DECISIONS.inc(action=decision.action, reason=decision.reason)
     out = _act(body, source, cluster, owner, memory, decision, emit)
     loop_status = {
         **memory.to_status(),
@@ -180,45 +187,55 @@ def scrape_twin(
 
 
 def read_metrics(url: str) -> str | None:
-    """One pod's exposition, or None (logged) when it does not answer within SCRAPE_DEADLINE_S
-    in all, sends more than MAX_METRICS_BYTES, or is not UTF-8. A slow drip cannot hold an
-    interval: the deadline covers the whole read, not each chunk."""
+    """One pod's exposition, or None (logged, and counted by reason) when it does not answer
+    within SCRAPE_DEADLINE_S in all, sends more than MAX_METRICS_BYTES, or is not UTF-8. A slow
+    drip cannot hold an interval: the deadline covers the whole read, not each chunk."""
+    SCRAPES.inc()
     deadline = time.monotonic() + SCRAPE_DEADLINE_S
     body = bytearray()
     try:
         with httpx.stream("GET", url, timeout=SCRAPE_DEADLINE_S, trust_env=False) as response:
             if response.status_code != 200:
-                _log.warning("scrape %s: HTTP %s", url, response.status_code)
-                return None
+                return _failed(url, "http_status", f"HTTP {response.status_code}")
             for chunk in response.iter_raw():  # as read: a chunk size would wait for it to fill
                 body += chunk
                 if len(body) > MAX_METRICS_BYTES:
-                    _log.warning("scrape %s: more than %d bytes, skipped", url, MAX_METRICS_BYTES)
-                    return None
+                    return _failed(url, "too_large", f"more than {MAX_METRICS_BYTES} bytes")
                 if time.monotonic() > deadline:
-                    _log.warning("scrape %s: not read within %.0f s", url, SCRAPE_DEADLINE_S)
-                    return None
+                    return _failed(url, "timeout", f"not read within {SCRAPE_DEADLINE_S:.0f} s")
+    except httpx.TimeoutException as exc:
+        return _failed(url, "timeout", type(exc).__name__)
     except httpx.HTTPError as exc:
-        _log.warning("scrape %s: %s", url, type(exc).__name__)
-        return None
+        return _failed(url, "connection", type(exc).__name__)
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
-        _log.warning("scrape %s: not UTF-8", url)
-        return None
+        return _failed(url, "not_utf8", "not UTF-8")
+
+
+def _failed(url: str, reason: str, detail: str) -> str | None:
+    """No exposition (what `read_metrics` answers), logged and counted by reason."""
+    _log.warning("scrape %s: %s, skipped", url, detail)
+    SCRAPE_FAILURES_TOTAL.inc(reason=reason)
+    return None
 
 
 def _kept(samples: Samples, positions: int) -> Samples:
     """Finite values only, and per-position series only for positions the proposer drafts."""
     kept: dict[str, float] = {}
+    dropped = {"non_finite": 0, "position": 0}
     for name, value in samples.items():
         if not math.isfinite(value):
+            dropped["non_finite"] += 1
             continue
         if "{" in name:
             position = name.rsplit('="', 1)[-1].rstrip('"}')
             if not position.isdigit() or int(position) >= positions:
+                dropped["position"] += 1
                 continue
         kept[name] = value
+    for reason, count in dropped.items():
+        DROPPED_SERIES_TOTAL.inc(count, reason=reason)
     return kept
 
 

@@ -21,7 +21,9 @@ import yaml
 from orchestrator.compatibility.rule import Finding
 from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
 from orchestrator.emitters.base import Manifest
+from orchestrator.errors import DeployError
 from orchestrator.operator.admission import IMAGE_RULE, SECRET_RULE, Admission
+from orchestrator.operator.metrics import RECONCILES
 from orchestrator.operator.objects import KINDS, Owner, owned_by, owned_manifests
 from orchestrator.operator.policy import Memory, Variant
 from orchestrator.plan.build import plan_profile, profile_findings
@@ -40,6 +42,9 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
     "Ready",
     "Speculating",
 )
+ReconcileTrigger = Literal["change", "loop"]
+"""What asked for a reconcile: the resource changed (or the operator started), or the loop
+found an owned object missing or a foreign one gone."""
 Emit = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an Event on the resource."""
 
@@ -130,6 +135,26 @@ def reconcile(
         "traffic": traffic,
         "verdict": verdict(result.profile, active),
     }
+
+
+def counted_reconcile(
+    trigger: ReconcileTrigger,
+    body: Mapping[str, Any],
+    source: CheckpointSource,
+    cluster: KubernetesCluster,
+    emit: Emit,
+) -> dict[str, Any]:
+    """`reconcile`, counted in specdeploy_operator_reconciles_total by trigger and result."""
+    try:
+        status = reconcile(body, source, cluster, emit)
+    except DeployError:
+        RECONCILES.inc(trigger=trigger, result="cluster_error")
+        raise
+    except Exception:
+        RECONCILES.inc(trigger=trigger, result="error")
+        raise
+    RECONCILES.inc(trigger=trigger, result="invalid" if status["verdict"] == "Invalid" else "ok")
+    return status
 
 
 def plan_resource(body: Mapping[str, Any], source: CheckpointSource) -> PlanResult:

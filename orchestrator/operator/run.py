@@ -21,6 +21,7 @@ from orchestrator.deploy.kubernetes_cluster import KubernetesCluster, cluster_er
 from orchestrator.errors import DeployError
 from orchestrator.operator.crd import API_VERSION, KIND
 from orchestrator.operator.leader import LEASE_NAME, Elector, KubeLeaseStore, Timing
+from orchestrator.operator.metrics import LEADER, LEASE_RENEWAL_FAILURES, MetricsServer
 from orchestrator.operator.objects import KINDS
 from orchestrator.operator.source import InClusterCheckpoints
 
@@ -35,9 +36,32 @@ def run_operator(
     liveness: str | None,
     echo: Callable[[str], None],
     election: Election | None = None,
+    metrics_bind: tuple[str, int] | None = None,
 ) -> None:
     """Run until interrupted (SIGINT/SIGTERM); DeployError when the cluster cannot be used or
-    the Lease was lost. With `election`, kopf runs only while this replica holds the Lease."""
+    the Lease was lost. With `election`, kopf runs only while this replica holds the Lease.
+    With `metrics_bind`, GET /metrics answers there from the start (a follower's too), and a
+    port already taken is a UsageError before anything else happens."""
+    server = None
+    if metrics_bind is not None:
+        server = MetricsServer(*metrics_bind)
+        echo(f"metrics: {server.url}")
+    try:
+        _run(namespaces, all_namespaces, offline, liveness, echo, election)
+    finally:
+        LEADER.set(0)
+        if server is not None:
+            server.close()
+
+
+def _run(
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    offline: bool,
+    liveness: str | None,
+    echo: Callable[[str], None],
+    election: Election | None,
+) -> None:
     import kopf
 
     from orchestrator.operator.handlers import build_registry
@@ -67,6 +91,7 @@ def run_operator(
             stop_flag=stop,
         )
         if elector is None:
+            LEADER.set(1)
             await operator
             return
         await lead(operator, elector, stop, echo)
@@ -137,6 +162,7 @@ async def lead(
     (before any follower may take over) and raise, so the process exits and campaigns again
     after a restart. A clean stop (SIGTERM) releases the Lease."""
     lost: list[str] = []
+    LEADER.set(1)
 
     async def renew() -> None:
         while not stop.is_set():
@@ -144,8 +170,10 @@ async def lead(
             try:
                 await asyncio.to_thread(elector.try_acquire_or_renew)
             except DeployError as exc:
+                LEASE_RENEWAL_FAILURES.inc()
                 echo(f"leader election: renewing failed: {exc.what}")
             if not elector.leading:
+                LEADER.set(0)
                 lost.append(elector.holder or "nobody")
                 echo(f"leader election: lost the Lease (now {lost[0]}); stopping")
                 stop.set()
@@ -164,6 +192,7 @@ async def lead(
             fix="nothing: it exits so that its pod restarts and campaigns again; if this "
             "repeats, the API server is too slow to answer within the renew deadline",
         )
+    LEADER.set(0)  # it stops acting before it lets go
     with contextlib.suppress(DeployError):
         if await asyncio.to_thread(elector.release):
             echo(f"leader election: released Lease {elector.namespace}/{LEASE_NAME}")

@@ -1,14 +1,17 @@
 """Fixtures: the loopback API server, a real `specdeploy operator` process against it, and
-helpers that act as the rest of a cluster would (kubelet pods, kubectl)."""
+helpers that act as the rest of a cluster would (kubelet pods, kubectl, the twins' /metrics)."""
 
 from __future__ import annotations
 
 import copy
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from tests.support import REPO_ROOT
 
 CR = ("apis/specdeploy.io/v1", "speculativedeployments")
 NAME = "qwen3-8b-ngram"
+TICK_S = 0.25
+HOSTS = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
 
 
 def resource(**overrides: Any) -> dict[str, Any]:
@@ -136,3 +141,99 @@ def helm_run(helm: list[str], *args: str) -> str:
     done = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+class ScriptedTwin:
+    """A /metrics endpoint whose vLLM counters grow like a server at the scripted TPOT and load."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.tpot_s, self.load = 0.02, 1.0
+        self.counters: dict[str, float] = {}
+        twin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = twin.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def exposition(self) -> str:
+        return "".join(f"{name} {value}\n" for name, value in sorted(self.counters.items()))
+
+    def advance(self) -> None:
+        """One tick of steady traffic: a request finishes, `load` requests were in the server."""
+        for name, value in (
+            ("vllm:request_time_per_output_token_seconds_sum", self.tpot_s),
+            ("vllm:request_time_per_output_token_seconds_count", 1),
+            ("vllm:e2e_request_latency_seconds_sum", self.load * TICK_S),
+            ("vllm:e2e_request_latency_seconds_count", 1),
+        ):
+            self.counters[name] = self.counters.get(name, 0.0) + value
+        self.counters["vllm:num_requests_running"] = self.load
+
+
+@pytest.fixture
+def twins() -> Iterator[dict[str, ScriptedTwin]]:
+    port = free_port_on_both()
+    scripted = {variant: ScriptedTwin(host, port) for variant, host in HOSTS.items()}
+    stop = threading.Event()
+
+    def traffic() -> None:
+        while not stop.wait(TICK_S):
+            for twin in scripted.values():
+                twin.advance()
+
+    threading.Thread(target=traffic, daemon=True).start()
+    yield scripted
+    stop.set()
+    for twin in scripted.values():
+        twin.server.shutdown()
+
+
+def add_pods(api: FakeCluster) -> None:
+    """What the kubelet would report for the twins' pods: ready, at their loopback addresses."""
+    for variant, host in HOSTS.items():
+        name = NAME if variant == "speculative" else f"{NAME}-baseline"
+        labels = {
+            "specdeploy.io/profile": NAME,
+            "specdeploy.io/variant": variant,
+            "app.kubernetes.io/instance": name,
+        }
+        api.put(
+            "api/v1",
+            "pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-0", "labels": labels},
+                "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
+                "status": {
+                    "podIP": host,
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            },
+            manager="kubelet",
+        )
+
+
+def free_port_on_both() -> int:
+    for _ in range(20):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.2", 0))
+            port: int = probe.getsockname()[1]
+        with socket.socket() as other:
+            try:
+                other.bind(("127.0.0.3", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no port free on both 127.0.0.2 and 127.0.0.3")

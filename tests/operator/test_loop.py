@@ -5,11 +5,7 @@ RBAC: every request the operator made here is allowed by the chart's rules."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +16,8 @@ from tests.operator.conftest import (
     CR,
     NAME,
     Operator,
+    ScriptedTwin,
+    add_pods,
     events,
     helm_run,
     resource,
@@ -30,64 +28,6 @@ from tests.operator.fake_api import FakeCluster
 from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.slow
-
-TICK_S = 0.25
-HOSTS = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
-
-
-class ScriptedTwin:
-    """A /metrics endpoint whose vLLM counters grow like a server at the scripted TPOT and load."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.tpot_s, self.load = 0.02, 1.0
-        self.counters: dict[str, float] = {}
-        twin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = twin.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def exposition(self) -> str:
-        return "".join(f"{name} {value}\n" for name, value in sorted(self.counters.items()))
-
-    def advance(self) -> None:
-        """One tick of steady traffic: a request finishes, `load` requests were in the server."""
-        for name, value in (
-            ("vllm:request_time_per_output_token_seconds_sum", self.tpot_s),
-            ("vllm:request_time_per_output_token_seconds_count", 1),
-            ("vllm:e2e_request_latency_seconds_sum", self.load * TICK_S),
-            ("vllm:e2e_request_latency_seconds_count", 1),
-        ):
-            self.counters[name] = self.counters.get(name, 0.0) + value
-        self.counters["vllm:num_requests_running"] = self.load
-
-
-@pytest.fixture
-def twins() -> Iterator[dict[str, ScriptedTwin]]:
-    port = _free_port_on_both()
-    scripted = {variant: ScriptedTwin(host, port) for variant, host in HOSTS.items()}
-    stop = threading.Event()
-
-    def traffic() -> None:
-        while not stop.wait(TICK_S):
-            for twin in scripted.values():
-                twin.advance()
-
-    threading.Thread(target=traffic, daemon=True).start()
-    yield scripted
-    stop.set()
-    for twin in scripted.values():
-        twin.server.shutdown()
 
 
 def test_switch_moves_the_front_service_and_says_why(
@@ -220,6 +160,7 @@ def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["args"] == [
         "--namespace=a", "--namespace=b", "--leader-elect", "--lease-seconds=15",
+        "--metrics-bind=0.0.0.0:8081",
     ]  # fmt: skip
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # the Lease hands over
     env = {e["name"]: e for e in container["env"]}
@@ -296,33 +237,6 @@ def test_every_rule_is_needed() -> None:
     }
 
 
-def add_pods(api: FakeCluster) -> None:
-    """What the kubelet would report for the twins' pods: ready, at their loopback addresses."""
-    for variant, host in HOSTS.items():
-        name = NAME if variant == "speculative" else f"{NAME}-baseline"
-        labels = {
-            "specdeploy.io/profile": NAME,
-            "specdeploy.io/variant": variant,
-            "app.kubernetes.io/instance": name,
-        }
-        api.put(
-            "api/v1",
-            "pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"{name}-0", "labels": labels},
-                "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
-                "status": {
-                    "podIP": host,
-                    "phase": "Running",
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                },
-            },
-            manager="kubelet",
-        )
-
-
 def selector(api: FakeCluster) -> str | None:
     front = api.get("api/v1", "services", "default", f"{NAME}-front")
     return None if front is None else front["spec"]["selector"].get("specdeploy.io/variant")
@@ -362,17 +276,3 @@ def _group(api_version: str) -> str:
 
 def _plural(kind: str) -> str:
     return {"PersistentVolumeClaim": "persistentvolumeclaims"}.get(kind, kind.lower() + "s")
-
-
-def _free_port_on_both() -> int:
-    for _ in range(20):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.2", 0))
-            port: int = probe.getsockname()[1]
-        with socket.socket() as other:
-            try:
-                other.bind(("127.0.0.3", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no port free on both 127.0.0.2 and 127.0.0.3")
