@@ -14,6 +14,12 @@ from orchestrator.engines.capabilities import known_versions, release_for
 from orchestrator.engines.names import ENGINE_NAMES, EngineName
 
 SCHEDULE_FIELD = "proposer.num_speculative_tokens_per_batch_size"
+#: What carries the schedule in each engine's launch (what a release without it refuses).
+_CARRIER: dict[str, str] = {
+    "vllm": "--speculative-config",
+    "sglang": "--speculative-adaptive-config",
+    "trtllm": "the speculative config",
+}
 
 
 def _scheduled(ctx: CompatContext) -> bool:
@@ -32,12 +38,13 @@ def _scheduled(ctx: CompatContext) -> bool:
     applies=lambda ctx: _scheduled(ctx) and ctx.profile.speculative,
 )
 def schedule_is_supported(ctx: CompatContext) -> Finding | None:
-    """Only vLLM has a draft length per batch-size range as specdeploy renders it
-    (`num_speculative_tokens_per_batch_size` in vLLM 0.32.0's speculative config). SGLang has
-    no such setting and TensorRT-LLM's own fields are not mapped, so their launch would run one
-    draft length at every load while the profile says otherwise: an error. vLLM releases before
-    0.32.0 were not read (the field's first release is not established), and a release without
-    it refuses the whole speculative config, so there it is a warning that says so."""
+    """vLLM and SGLang take a draft length per batch-size range as specdeploy renders it
+    (`num_speculative_tokens_per_batch_size` in vLLM 0.32.0's speculative config; SGLang 0.5.23's
+    --speculative-adaptive-config slots). TensorRT-LLM's own fields are not mapped, so its launch
+    would run one draft length at every load while the profile says otherwise: an error. vLLM
+    releases before 0.32.0 and SGLang releases before 0.5.23 were not read (the first release
+    with the setting is not established), and a release without it refuses the launch, so there
+    it is a warning that says so."""
     support = ENGINES[ctx.engine].reads_batch_size_schedule(ctx.release)
     if support.supported:
         return None
@@ -45,8 +52,8 @@ def schedule_is_supported(ctx: CompatContext) -> Finding | None:
     if support.supported is None:
         finding = Finding.warning(
             what=f"{where}: not verified ({support.reason})",
-            why="if this release lacks the field, the engine refuses --speculative-config at "
-            "start-up; if it has it, its checks may differ from the ones specdeploy ran",
+            why=f"if this release lacks the setting, the engine refuses {_CARRIER[ctx.engine]} "
+            "at start-up; if it has it, its checks may differ from the ones specdeploy ran",
             fix=f"set engine.version to {_first_supporting(ctx.engine)} or newer; once this "
             "release's speculative config is known to have the field, pass --ignore "
             "engine.spec-schedule-supported",

@@ -304,6 +304,12 @@ class Engine(Protocol):
         not carry it) or unchecked at this release, with where that was read."""
         ...
 
+    def schedule_blocked_by(self, profile: Profile) -> str | None:
+        """Why this engine would run one draft length at every load although the release reads
+        schedules (the method or the layout it cannot adapt), in the engine's own terms; None
+        when the profile's schedule runs as written."""
+        ...
+
     def fp8_kv_cache_on(
         self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None
     ) -> KvDtypeVerdict | None:

@@ -10,6 +10,7 @@ so specdeploy always sets all three.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.memory.gpus import Gpu
-    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
+    from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
 #: specdeploy method -> --speculative-algorithm (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/spec_info.py#L32-L46).
 #: NEXTN is SGLang's name for native MTP layers (rewritten to EAGLE internally, with the target as
@@ -60,6 +61,24 @@ FP8_KV_BACKEND_SOURCE: Final = (
 )
 #: fa3 cannot read fp8_e5m2: SGLang switches the backend to Triton with a log line.
 FP8_E5M2_FA3_SOURCE: Final = f"{_S}arg_groups/overrides.py#L1262-L1270"
+#: The config file of --speculative-adaptive that carries proposer.num_speculative_tokens_per_batch_size.
+ADAPTIVE_FILE: Final = "sglang-adaptive.json"
+#: How SGLang 0.5.23 runs a draft length per batch size. --speculative-adaptive-config is JSON with
+#: one slot per batch size (a key of digits) and its `candidate_steps`; a batch goes to the slot of
+#: the largest key at or below its size (the first slot below every key), after padding the size
+#: to the CUDA-graph batch size it runs at. A slot moves between its candidates with the measured
+#: acceptance, so a slot with one candidate keeps it, and 0 steps drafts nothing. Only EAGLE,
+#: EAGLE3 and NEXTN (resolved to EAGLE first) with topk 1 and no attention data parallelism adapt;
+#: otherwise SGLang logs a warning and runs --speculative-num-steps at every load, which must be
+#: one of the candidates; the draft tokens become steps + 1.
+ADAPTIVE_SOURCE: Final = (
+    f"{_S}speculative/adaptive_spec_params.py#L56-L100 (adaptive_unsupported_reason), "
+    "#L103-L139 (_load_adaptive_config), #L153-L272 (AdaptiveStepSlot), #L275-L358 (routing by "
+    f"batch size); {_S}arg_groups/speculative_hook.py#L1374-L1427 (the fallback, the steps "
+    f"check); {_S}speculative/eagle_worker_v2.py#L1469-L1492 (0 steps: no draft)"
+)
+#: SGLang's names of the methods whose draft length it adapts (NEXTN becomes EAGLE before the check).
+_ADAPTIVE_METHODS: Final = frozenset({"eagle", "eagle3", "mtp"})
 
 
 class SglangEngine:
@@ -100,6 +119,8 @@ class SglangEngine:
         "--speculative-num-steps": "proposer.num_speculative_tokens",
         "--speculative-eagle-topk": "sglang.eagle_topk",
         "--speculative-num-draft-tokens": "sglang.num_draft_tokens",
+        "--speculative-adaptive": "proposer.num_speculative_tokens_per_batch_size",
+        "--speculative-adaptive-config": "proposer.num_speculative_tokens_per_batch_size",
         "--cuda-graph-max-bs": "sglang.cuda_graph_max_bs",
         "--cuda-graph-max-bs-decode": "sglang.cuda_graph_max_bs",
         "--disable-overlap-schedule": "sglang.disable_overlap_schedule",
@@ -143,15 +164,23 @@ class SglangEngine:
         return False
 
     def reads_batch_size_schedule(self, release: EngineRelease) -> ScheduleSupport:
-        # sglang==0.5.23's speculative arguments have one draft length (--speculative-num-steps);
-        # --speculative-adaptive moves it with the measured acceptance, not with the batch size.
+        # Read in 0.5.23 only: --speculative-adaptive-config keys its slots by batch size
+        # (ADAPTIVE_SOURCE); when the flag and its slots first shipped was not established.
+        if release.has("spec-batch-size-schedule"):
+            return ScheduleSupport(
+                supported=True,
+                reason="--speculative-adaptive-config takes a draft length per batch size",
+                source=ADAPTIVE_SOURCE,
+            )
         return ScheduleSupport(
-            supported=False,
-            reason=f"SGLang {release.version} has no draft length by batch size (one "
-            "--speculative-num-steps; --speculative-adaptive follows acceptance, not load)",
-            source=f"{_S}arg_groups/fields/spec.py#L31-L280 (every speculative argument of 0.5.23, "
-            "the newest release specdeploy knows), #L237-L244 (speculative_adaptive)",
+            supported=None,
+            reason="specdeploy read --speculative-adaptive and its per-batch-size slots in SGLang "
+            "0.5.23's code only",
+            source=ADAPTIVE_SOURCE,
         )
+
+    def schedule_blocked_by(self, profile: Profile) -> str | None:
+        return adaptive_unsupported(profile)
 
     def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
         # pp_size > 1 refuses every speculative algorithm up to 0.5.20. From 0.5.21 EAGLE (and
@@ -249,8 +278,9 @@ class SglangEngine:
         if hardware.device == "cpu":
             argv += ["--device", "cpu"]
         argv.append("--enable-metrics")  # Prometheus /metrics, incl. spec_accept_length (Part C)
+        slots = adaptive_slots(profile) if spec.speculative else None
         if spec.speculative:
-            argv += _speculative_args(spec)
+            argv += _speculative_args(spec, slots)
         if tuning is not None and tuning.cuda_graph_max_bs is not None:
             flag = "--cuda-graph-max-bs"
             if spec.release.has("cuda-graph-max-bs-decode"):
@@ -269,6 +299,8 @@ class SglangEngine:
             health_path="/health",
             ready_path="/health_generate",
             metrics_path="/metrics",
+            config_files={} if slots is None else {ADAPTIVE_FILE: adaptive_config(slots)},
+            config_dir=spec.config_dir,
         )
 
 
@@ -320,7 +352,46 @@ def _draft_revision(spec: LaunchSpec) -> str | None:
     return proposer.revision
 
 
-def _speculative_args(spec: LaunchSpec) -> list[str]:
+def adaptive_unsupported(profile: Profile) -> str | None:
+    """Why SGLang would run one draft length at every load despite the profile's schedule, in
+    SGLang's terms (`adaptive_unsupported_reason`, ADAPTIVE_SOURCE); None when it adapts."""
+    method = profile.proposer.method
+    if method not in _ADAPTIVE_METHODS:
+        return f"--speculative-algorithm {ALGORITHM.get(method, method)} does not adapt (only EAGLE, EAGLE3 and NEXTN do)"
+    tuning = profile.sglang
+    if tuning is not None and tuning.eagle_topk != 1:
+        return f"sglang.eagle_topk={tuning.eagle_topk}: only topk 1 chains adapt"
+    if profile.hardware.attention_data_parallel_size > 1:
+        return (
+            f"hardware.attention_data_parallel_size={profile.hardware.attention_data_parallel_size}: "
+            "attention data parallelism does not adapt (its ranks would choose apart)"
+        )
+    schedule = profile.proposer.num_speculative_tokens_per_batch_size or ()
+    if schedule and not any(k > 0 for _, _, k in schedule):
+        return "every range has k=0, which leaves no draft length to start with"
+    return None
+
+
+def adaptive_slots(profile: Profile) -> dict[int, int] | None:
+    """The profile's schedule as SGLang's slots, batch size -> steps (None: no schedule, or one
+    SGLang would not adapt): a slot where each range starts, with that range's draft length as
+    `ProposerSpec.tokens_at` reads it, and slot 1 for the batch sizes below the first range. A
+    batch in a gap or past the last range falls to the slot before it, as in the profile."""
+    schedule = profile.proposer.num_speculative_tokens_per_batch_size
+    if not schedule or adaptive_unsupported(profile) is not None:
+        return None
+    starts = sorted({1, *(start for start, _, _ in schedule if start >= 1)})
+    return {start: profile.proposer.tokens_at(start) for start in starts}
+
+
+def adaptive_config(slots: Mapping[int, int]) -> str:
+    """--speculative-adaptive-config's JSON: each slot with its one candidate, so SGLang's
+    acceptance-driven moves have nowhere to go and the draft length follows the batch size."""
+    document = {str(size): {"candidate_steps": [steps]} for size, steps in sorted(slots.items())}
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def _speculative_args(spec: LaunchSpec, slots: Mapping[int, int] | None = None) -> list[str]:
     proposer = spec.profile.proposer
     tuning = spec.profile.sglang
     topk = tuning.eagle_topk if tuning is not None else 1
@@ -332,6 +403,13 @@ def _speculative_args(spec: LaunchSpec) -> list[str]:
     if proposer.method == "ngram":
         # NGRAM derives topk from its BFS breadth and steps from the draft tokens (A2).
         return [*args, "--speculative-num-draft-tokens", str(draft_token_count(spec))]
+    if slots is not None:
+        # The longest slot's steps: the start must be a candidate, and it sizes the buffers;
+        # SGLang sets the draft tokens to steps + 1 itself.
+        steps = max(slots.values())
+        args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
+        args += ["--speculative-num-draft-tokens", str(steps + 1), "--speculative-adaptive"]
+        return [*args, "--speculative-adaptive-config", f"{spec.config_dir}/{ADAPTIVE_FILE}"]
     args += ["--speculative-num-steps", str(proposer.num_speculative_tokens)]
     args += ["--speculative-eagle-topk", str(topk)]
     args += ["--speculative-num-draft-tokens", str(draft_token_count(spec))]

@@ -7,6 +7,9 @@ Run only for profiles with engine.name: sglang (`SglangEngine.rules`).
 from __future__ import annotations
 
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
+from orchestrator.compatibility.schedule_rules import SCHEDULE_FIELD
+from orchestrator.compatibility.unchecked import at_field
+from orchestrator.engines.sglang import ADAPTIVE_SOURCE, adaptive_unsupported
 
 #: Where the tree's largest size comes from: the draft keeps the `num_draft_tokens - 1` best of
 #: `topk + (steps - 1) x topk^2` scored candidates (torch.topk over them), since SGLang's first
@@ -101,4 +104,36 @@ def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
     return None
 
 
-RULES = (sglang_overlap_needs_topk_one, sglang_draft_tokens_are_consistent)
+@rule(
+    "engine.sglang-schedule-adapts",
+    source=ADAPTIVE_SOURCE,
+    applies=lambda ctx: (
+        ctx.profile.speculative
+        and ctx.profile.proposer.num_speculative_tokens_per_batch_size is not None
+        and ctx.release.has("spec-batch-size-schedule")
+    ),
+)
+def sglang_schedule_adapts(ctx: CompatContext) -> Finding | None:
+    """SGLang runs a draft length per batch size through --speculative-adaptive, which only
+    EAGLE, EAGLE3 and NEXTN chains (topk 1) without attention data parallelism use. For anything
+    else it logs a warning and runs one draft length at every load: the deployment serves
+    correctly, but not at the draft lengths the profile schedules, so specdeploy renders the
+    fixed proposer.num_speculative_tokens and says so."""
+    reason = adaptive_unsupported(ctx.profile)
+    if reason is None:
+        return None
+    k = ctx.profile.proposer.num_speculative_tokens
+    return at_field(
+        SCHEDULE_FIELD,
+        Finding.warning(
+            what=f"{SCHEDULE_FIELD} on SGLang {ctx.release.version}: {reason}",
+            why=f"SGLang falls back to one draft length, so the launch runs k={k} at every load "
+            "and the schedule is not used",
+            fix=f"remove {SCHEDULE_FIELD} and set proposer.num_speculative_tokens to the k for "
+            "the load you expect, or use method eagle, eagle3 or mtp with sglang.eagle_topk: 1 "
+            "and no attention data parallelism",
+        ),
+    )
+
+
+RULES = (sglang_overlap_needs_topk_one, sglang_draft_tokens_are_consistent, sglang_schedule_adapts)

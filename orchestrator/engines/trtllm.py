@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.memory.gpus import Gpu
-    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
+    from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
 CONFIG_FILE: Final = "extra-llm-api-config.yaml"
 #: Where DecodingBaseConfig was read: the 1.1.0 and 1.2.0 documentation builds' source pages.
@@ -195,6 +195,10 @@ class TrtllmEngine:
             "draft_len_schedule (from 1.2.0), which specdeploy does not map",
             source=SCHEDULE_SOURCE,
         )
+
+    def schedule_blocked_by(self, profile: Profile) -> str | None:
+        del profile
+        return None  # no release's schedule is rendered (reads_batch_size_schedule)
 
     def fp8_kv_cache_on(
         self, release: EngineRelease, gpu: Gpu, dtype: KvCacheDtype, *, mla: bool | None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.compatibility.rule import Rule
     from orchestrator.engines.capabilities import EngineRelease
     from orchestrator.memory.gpus import Gpu
-    from orchestrator.profile.schema import KvCacheDtype, SpecMethod
+    from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
 #: specdeploy method -> vLLM speculative-config method (SpeculativeMethod,
 #: https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/config/speculative.py#L73-L83).
@@ -170,6 +170,13 @@ class VllmEngine:
             "--speculative-config (vLLM configs forbid unknown keys)",
             source=SCHEDULE_SOURCE,
         )
+
+    def schedule_blocked_by(self, profile: Profile) -> str | None:
+        # VllmConfig drops the schedule with data parallelism (vllm_rules.py, the rule that says so).
+        groups = profile.hardware.attention_data_parallel_size
+        if groups > 1:
+            return f"--data-parallel-size {groups}: vLLM drops the schedule with data parallelism"
+        return None
 
     def speculates_with_pipeline_parallel(self, release: EngineRelease, method: SpecMethod) -> bool:
         del release

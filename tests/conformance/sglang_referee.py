@@ -43,6 +43,8 @@ FIELDS = (
     "speculative_num_steps",
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
+    "speculative_adaptive",
+    "speculative_adaptive_config",
     "attention_backend",
 )
 
@@ -71,11 +73,39 @@ def referee(argv: list[str], resolve: bool) -> dict[str, Any]:
     return {"ok": True, "stage": "done", "resolved": resolved}
 
 
+def adaptive_steps(path: str, initial_steps: int, batch_sizes: list[int]) -> dict[str, Any]:
+    """The draft length SGLang's own adaptive controller picks at each batch size for the config
+    file at `path`: `loaded`, as loaded; `seen`, every length it picked at that batch size while
+    each slot was fed long runs of all-accepted, then all-rejected verifies (a slot that may
+    move, moves during them)."""
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    try:
+        params = AdaptiveSpeculativeParams(initial_steps=initial_steps, cfg_path=path)
+        loaded = [params.get_steps_for_batch(b) for b in batch_sizes]
+        seen: dict[int, set[int]] = {
+            b: {steps} for b, steps in zip(batch_sizes, loaded, strict=True)
+        }
+        for accepted in (64, 0):
+            for b in batch_sizes:
+                for _ in range(200):
+                    params.on_verify_complete([accepted] * b, batch_size=b)
+                    seen[b].add(params.get_steps_for_batch(b))
+    except Exception as exc:
+        return {"ok": False, "error": traceback.format_exception_only(type(exc), exc)[-1].strip()}
+    return {"ok": True, "loaded": loaded, "seen": [sorted(seen[b]) for b in batch_sizes]}
+
+
 def main() -> None:
     for line in sys.stdin:
         if line.strip():
             request = json.loads(line)
-            result = referee(request["argv"], bool(request.get("resolve", True)))
+            if "adaptive" in request:
+                result = adaptive_steps(
+                    request["adaptive"], int(request["initial_steps"]), request["batch_sizes"]
+                )
+            else:
+                result = referee(request["argv"], bool(request.get("resolve", True)))
             RESULTS.write(json.dumps(result, default=str) + "\n")
 
 

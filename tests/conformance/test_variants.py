@@ -114,3 +114,54 @@ def test_sglang_variant(
     ):
         if flag in argv:
             assert resolved[key] == int(argv[argv.index(flag) + 1]), f"SGLang rewrote {flag}"
+
+
+SCHEDULE = [[1, 2, 3], [3, 6, 1], [7, 8, 0]]
+
+
+def test_sglang_runs_a_schedule_as_its_adaptive_slots(
+    sglang_referee: Referee, stand_ins: StandIns, tmp_path: Path
+) -> None:
+    """An EAGLE-3 chain with a draft length per batch size: SGLang 0.5.23 resolves the rendered
+    --speculative-adaptive launch, and its own adaptive controller, loading the rendered config
+    file, picks the profile's k at every batch size, and still does after a run of verifies that
+    would move a slot with more than one candidate."""
+    changes = dict(SGLANG_VARIANTS["eagle3-chain"])
+    changes["proposer"] = {**changes["proposer"], "num_speculative_tokens_per_batch_size": SCHEDULE}
+    changes["sglang"] = {"eagle_topk": 1}
+    path = variant("sglang-qwen25-7b-standalone.yaml", "s-schedule", changes, tmp_path)
+    plan = load_and_plan(path, offline=True)
+    assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
+    assert plan.launch is not None and plan.profile is not None
+    ((name, content),) = plan.launch.config_files.items()
+    config = tmp_path / name
+    config.write_text(content)
+    argv = sglang_tests.referee_argv(plan, stand_ins)
+    argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    verdict = sglang_referee.ask({"argv": argv, "resolve": True})
+    assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
+    resolved = verdict["resolved"]
+    assert resolved["speculative_adaptive"] is True  # not turned off by its fallback
+    assert resolved["speculative_num_steps"] == 3 and resolved["speculative_num_draft_tokens"] == 4
+    sizes = list(range(1, plan.profile.serving.max_concurrency + 1))
+    picked = sglang_referee.ask({"adaptive": str(config), "initial_steps": 3, "batch_sizes": sizes})
+    assert picked["ok"], picked
+    wanted = [plan.profile.proposer.tokens_at(b) for b in sizes]
+    assert wanted == [3, 3, 1, 1, 1, 1, 0, 0]
+    assert picked["loaded"] == wanted and picked["seen"] == [[k] for k in wanted], picked
+
+
+def test_a_schedule_sglang_cannot_adapt_is_a_warning_and_renders_one_draft_length(
+    tmp_path: Path,
+) -> None:
+    """STANDALONE drafts do not adapt in SGLang 0.5.23 (it would log a warning and run one
+    draft length): the plan says so, and the launch carries no adaptive flags."""
+    changes = dict(SGLANG_VARIANTS["standalone-tree"])
+    changes["proposer"] = {**changes["proposer"], "num_speculative_tokens_per_batch_size": SCHEDULE}
+    path = variant("sglang-qwen25-7b-standalone.yaml", "s-fixed", changes, tmp_path)
+    plan = load_and_plan(path, offline=True)
+    assert plan.ok() and plan.launch is not None
+    found = [f for f in plan.findings if f.rule == "engine.sglang-schedule-adapts"]
+    assert len(found) == 1 and found[0].severity == "warning", found
+    assert "STANDALONE" in found[0].what and "k=4 at every load" in found[0].why
+    assert "--speculative-adaptive" not in plan.launch.argv and not plan.launch.config_files

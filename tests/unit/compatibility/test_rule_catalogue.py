@@ -64,4 +64,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.spec-schedule-valid",
         "engine.spec-schedule-clamped",
         "engine.spec-schedule-data-parallel",
+        "engine.sglang-schedule-adapts",
     }

@@ -16,6 +16,7 @@ from orchestrator.compatibility.schedule_rules import (
     schedule_needs_a_proposer,
 )
 from orchestrator.engines.capabilities import release_for
+from orchestrator.engines.sglang_rules import sglang_schedule_adapts
 from orchestrator.engines.vllm_rules import (
     schedule_is_valid,
     schedule_runs_without_data_parallelism,
@@ -68,14 +69,16 @@ class TestScheduleIsSupported:
         assert "engine.version to 0.32.0 or newer" in finding.fix
         assert "v0.32.0/vllm/config/speculative.py#L490-L496" in finding.source
 
-    def test_sglang_has_none_an_error(self) -> None:
-        sections = {"engine": {"name": "sglang", "version": "0.5.23"}}
-        finding = only(schedule_is_supported(ctx(**sections)))
-        assert finding.severity == "error" and finding.field == SCHEDULE_FIELD
-        assert "SGLang 0.5.23 has no draft length by batch size" in finding.what
-        assert "proposer.num_speculative_tokens at every load" in finding.why
-        assert f"remove {SCHEDULE_FIELD}" in finding.fix and "engine.name: vllm" in finding.fix
-        assert "sglang/blob/v0.5.23/python/sglang/srt/arg_groups/fields/spec.py" in finding.source
+    def test_sglang_0523_reads_one_through_its_adaptive_slots(self) -> None:
+        assert schedule_is_supported(ctx(engine={"name": "sglang", "version": "0.5.23"})) == []
+
+    def test_an_older_sglang_is_not_verified_a_warning(self) -> None:
+        finding = only(schedule_is_supported(ctx(engine={"name": "sglang", "version": "0.5.14"})))
+        assert finding.severity == "warning" and finding.field == SCHEDULE_FIELD
+        assert f"{SCHEDULE_FIELD} on sglang 0.5.14: not verified" in finding.what
+        assert "in SGLang 0.5.23's code only" in finding.what
+        assert "engine.version to 0.5.23 or newer" in finding.fix
+        assert "v0.5.23/python/sglang/srt/speculative/adaptive_spec_params.py" in finding.source
 
     @pytest.mark.parametrize("version", ["1.0.0", "1.2.1", "1.3.0rc21"])
     def test_trtllm_is_not_mapped_an_error(self, version: str) -> None:
@@ -167,7 +170,7 @@ class TestScheduleIsValid:
     def test_is_a_vllm_rule_only(self) -> None:
         sglang = ctx([[2, 8, 4]], engine={"name": "sglang", "version": "0.5.23"})
         rules = {f.rule for f in check_compatibility(sglang)}
-        assert "engine.spec-schedule-supported" in rules
+        assert "engine.sglang-schedule-adapts" in rules  # a STANDALONE draft: one k
         assert "engine.spec-schedule-valid" not in rules
 
 
@@ -216,3 +219,44 @@ class TestScheduleRunsWithoutDataParallelism:
 
     def test_does_not_apply_without_a_schedule(self) -> None:
         assert schedule_runs_without_data_parallelism(ctx(None, hardware=self.DP2)) == []
+
+
+SGLANG = {"name": "sglang", "version": "0.5.23"}
+
+
+class TestSglangScheduleAdapts:
+    """SGLang 0.5.23 adapts EAGLE, EAGLE3 and NEXTN chains only (adaptive_unsupported_reason);
+    its own controller running the rendered slots is tests/conformance/test_variants.py."""
+
+    def eagle3(self, schedule: list[list[int]] = GOOD) -> dict[str, Any]:
+        return proposer(schedule, method="eagle3", model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+
+    def test_an_eagle3_chain_adapts(self) -> None:
+        assert sglang_schedule_adapts(ctx(engine=SGLANG, proposer=self.eagle3())) == []
+
+    def test_a_standalone_draft_runs_one_k_a_warning(self) -> None:
+        finding = only(sglang_schedule_adapts(ctx(engine=SGLANG)))
+        assert finding.rule == "engine.sglang-schedule-adapts"
+        assert finding.severity == "warning" and finding.field == SCHEDULE_FIELD
+        assert "--speculative-algorithm STANDALONE does not adapt" in finding.what
+        assert "runs k=4 at every load" in finding.why
+        assert f"remove {SCHEDULE_FIELD}" in finding.fix and "eagle_topk: 1" in finding.fix
+
+    def test_a_tree_and_attention_data_parallelism_run_one_k(self) -> None:
+        tree = ctx(engine=SGLANG, proposer=self.eagle3(), sglang={"eagle_topk": 4,
+                   "num_draft_tokens": 8, "disable_overlap_schedule": True})  # fmt: skip
+        assert "only topk 1 chains adapt" in only(sglang_schedule_adapts(tree)).what
+        hardware = {"gpu": "H100-80GB", "tensor_parallel_size": 2,
+                    "attention_data_parallel_size": 2}  # fmt: skip
+        split = ctx(engine=SGLANG, proposer=self.eagle3(), hardware=hardware)
+        assert "attention data parallelism" in only(sglang_schedule_adapts(split)).what
+
+    def test_a_schedule_of_zeros_leaves_nothing_to_start_with(self) -> None:
+        zeros = ctx(engine=SGLANG, proposer=self.eagle3([[1, 64, 0]]))
+        assert "every range has k=0" in only(sglang_schedule_adapts(zeros)).what
+
+    def test_does_not_apply_before_0523_or_without_a_schedule(self) -> None:
+        older = ctx(engine={"name": "sglang", "version": "0.5.14"})
+        assert "engine.sglang-schedule-adapts" not in {f.rule for f in check_compatibility(older)}
+        plain = ctx(None, engine=SGLANG)
+        assert "engine.sglang-schedule-adapts" not in {f.rule for f in check_compatibility(plain)}
