@@ -36,11 +36,6 @@ TUNED: Final = OwnedDirectory(
     "were written before the failure are kept",
     fix="pass --out a directory you can write to, on a filesystem with free space",
 )
-#: The first vLLM release whose speculative config takes num_speculative_tokens_per_batch_size
-#: that specdeploy has read (vllm/config/speculative.py at v0.32.0).
-DYNAMIC_SINCE: Final = (0, 32, 0)
-#: What tune.json says served the cells when --local started the engines.
-LOCAL: Final = "local: one engine at a time on this host"
 _executable = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -144,6 +139,7 @@ def tune(
     from orchestrator.tune import report
     from orchestrator.tune.run import (
         JSON_NAME,
+        LOCAL,
         TuneSettings,
         TuneState,
         load_cells,
@@ -208,7 +204,7 @@ def tune(
     )
     redact = bench_redactor(None, (endpoint_per_k, baseline_url))
     max_batch = spec.serving.max_concurrency
-    dynamic = spec.engine.name == "vllm" and _release(spec.engine.version) >= DYNAMIC_SINCE
+    fixed_because = _fixed_because(plan)
     source_text = profile.read_text(encoding="utf-8")
 
     def files(state: TuneState, final: bool) -> dict[str, str]:
@@ -218,7 +214,7 @@ def tune(
             report.MARKDOWN_NAME: redact(report.to_markdown(state, document)),
         }
         if final:
-            tuned = report.tuned_profile(document, source_text, dynamic, profile, out)
+            tuned = report.tuned_profile(document, source_text, fixed_because, profile, out)
             if tuned is not None and _valid(tuned, out / report.PROFILE_NAME):
                 written[report.PROFILE_NAME] = tuned
         return written
@@ -318,12 +314,18 @@ def _valid(text: str, path: Path) -> bool:
     return True
 
 
-def _release(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+def _fixed_because(plan: Any) -> str | None:
+    """Why the tuned profile gets one draft length instead of a schedule (None: it gets the
+    schedule): the engine release reads none as specdeploy renders it (vLLM before 0.32.0,
+    TensorRT-LLM), or would not run this profile's (SGLang's adaptive slots for EAGLE chains
+    only; vLLM with data parallelism)."""
+    from orchestrator.engines import ENGINES
+
+    engine = ENGINES[plan.profile.engine.name]
+    support = engine.reads_batch_size_schedule(plan.release)
+    if support.supported is not True:
+        return f"{engine.name} {plan.release.version}: {support.reason}"
+    return engine.schedule_blocked_by(plan.profile)
 
 
 COMMANDS: tuple[click.Command, ...] = (tune,)

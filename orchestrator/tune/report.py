@@ -18,7 +18,7 @@ import yaml
 
 from orchestrator.bench.stats import Ratio
 from orchestrator.tune.choose import Cell, Choice, choose, crossover, schedule
-from orchestrator.tune.run import SCHEMA, TuneState, cell_json, ratio_json
+from orchestrator.tune.run import LOCAL, SCHEMA, TuneState, cell_json, ratio_json
 
 MARKDOWN_NAME: Final = "tune.md"
 PNG_NAME: Final = "tune.png"
@@ -72,12 +72,17 @@ def to_markdown(state: TuneState, document: dict[str, Any]) -> str:
     ks, loads = state.settings.ks, state.settings.loads
     cells = {(c.k, c.concurrency): c for c in state.cells}
     chosen = {c["concurrency"]: c["k"] for c in document["choices"]}
+    baseline = (
+        "the baseline, served alone and measured once before the candidates (--local)"
+        if state.settings.baseline == LOCAL
+        else "the baseline measured alongside"
+    )
     lines = [
         "# specdeploy tune",
         "",
         f"Profile `{document['profile']}`, workload `{state.settings.workload.name}`, "
         f"{state.settings.config.requests} requests per arm and cell. Speedup: output tokens/s "
-        "per request against the baseline measured alongside, 95 % bootstrap interval; "
+        f"per request against {baseline}, 95 % bootstrap interval; "
         "**bold**: the k chosen at that load (k = 0: the baseline).",
         "",
         "| k \\ concurrency | " + " | ".join(str(c) for c in loads) + " |",
@@ -186,13 +191,14 @@ def _short(cell: Cell | None) -> str:
 def tuned_profile(
     document: dict[str, Any],
     source_text: str,
-    dynamic: bool,
+    fixed_because: str | None,
     source: Path,
     out_dir: Path,
 ) -> str | None:
     """The profile with the measured draft lengths, or None when no k paid anywhere (serve the
-    baseline: tune.md says so). Local model paths are rewritten relative to `out_dir`, where the
-    tuned profile is written, so they name the same directories."""
+    baseline: tune.md says so): the schedule, or with `fixed_because` (why the engine cannot
+    run one) the best fixed k and the crossover. Local model paths are rewritten relative to
+    `out_dir`, where the tuned profile is written, so they name the same directories."""
     source_name = source.name
     ranges = document["schedule"]
     chosen = [k for _, _, k in ranges if k > 0]
@@ -206,7 +212,7 @@ def tuned_profile(
             where = (source.parent / model).resolve()
             section["model"] = os.path.relpath(where, out_dir.resolve())
     proposer = dict(profile.get("proposer") or {})
-    if dynamic:
+    if fixed_because is None:
         proposer["num_speculative_tokens"] = max(chosen)
         proposer["num_speculative_tokens_per_batch_size"] = [list(r) for r in ranges]
     else:
@@ -218,11 +224,11 @@ def tuned_profile(
         f"# {source_name} with the draft lengths `specdeploy tune` measured (tune.json beside this"
         " file).\n"
     )
-    if not dynamic:
+    if fixed_because is not None:
+        header += f"# One k at every load ({fixed_because}): the best fixed k is set"
         header += (
-            "# This engine release cannot change k with the load: the best fixed k is set, and"
-            f" speculation stops paying at concurrency {document['crossover']}.\n"
+            f", and speculation stops paying at concurrency {document['crossover']}.\n"
             if document["crossover"] is not None
-            else "# This engine release cannot change k with the load: the best fixed k is set.\n"
+            else ".\n"
         )
     return header + yaml.safe_dump(profile, sort_keys=False)

@@ -56,6 +56,8 @@ LOOKS: Final = 3
 #: The fewest requests per arm in a round: a bootstrap interval over fewer is too narrow to
 #: stop on (with 3 samples it misses the true ratio far more often than its confidence says).
 MIN_ROUND: Final = 8
+#: What tune.json says served the cells when `tune --local` started the engines.
+LOCAL: Final = "local: one engine at a time on this host"
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,59 @@ def test_tune_chooses_k_per_load_and_writes_the_schedule(
     assert "1-2: k=3, 3-5: k=1, 6-16: k=0" in result.output
 
 
+SGLANG_EAGLE3 = {
+    "engine": {"name": "sglang", "version": "0.5.23"},
+    "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
+    "proposer": {
+        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 3,
+    },
+    "hardware": {"gpu": "H100-80GB"},
+    "serving": {"max_model_len": 4096, "max_concurrency": 16},
+}  # fmt: skip
+
+
+def test_tune_writes_sglang_s_adaptive_slots_or_the_best_fixed_k(
+    servers: tuple[str, str], tmp_path: Path
+) -> None:
+    """SGLang 0.5.23 runs a draft length per batch size for an EAGLE-3 chain: the tuned profile
+    gets the schedule, and its launch the adaptive config. A STANDALONE draft does not adapt
+    there, so the same measurements give the best fixed k, and the header says why."""
+    document = {"apiVersion": "specdeploy/v1", "kind": "SpeculativeDeployment",
+                "metadata": {"name": "sg"}, **SGLANG_EAGLE3}  # fmt: skip
+    eagle = tmp_path / "sg-eagle3.yaml"
+    eagle.write_text(yaml.safe_dump(document, sort_keys=False))
+    out = tmp_path / "tune"
+    result = run(eagle, servers, out, "--concurrency", "1,8")
+    assert result.exit_code == 0, result.output
+    measured = json.loads((out / "tune.json").read_text())
+    assert measured["schedule"][0][2] == 3 and measured["schedule"][-1][2] == 0
+    tuned = yaml.safe_load((out / "profile.yaml").read_text())
+    assert tuned["proposer"]["num_speculative_tokens_per_batch_size"] == measured["schedule"]
+    rendered = CliRunner().invoke(
+        cli, ["render", str(out / "profile.yaml"), "--offline", "--out", str(tmp_path / "r")]
+    )
+    assert rendered.exit_code == 0, rendered.output
+    launch = json.loads((tmp_path / "r" / "launch.json").read_text())
+    assert "--speculative-adaptive" in launch["argv"]
+    slots = json.loads((tmp_path / "r" / "sglang-adaptive.json").read_text())
+    assert slots["1"] == {"candidate_steps": [3]}
+    assert [v["candidate_steps"] for v in slots.values()][-1] == [0]
+
+    document["proposer"] = {**document["proposer"], "method": "draft_model",
+                            "model": "meta-llama/Llama-3.2-1B-Instruct"}  # fmt: skip
+    draft = tmp_path / "sg-draft.yaml"
+    draft.write_text(yaml.safe_dump(document, sort_keys=False))
+    fixed = run(draft, servers, out, "--concurrency", "1,8")  # every cell reused
+    assert fixed.exit_code == 0, fixed.output
+    text = (out / "profile.yaml").read_text()
+    assert "One k at every load (--speculative-algorithm STANDALONE does not adapt" in text
+    assert "speculation stops paying at concurrency 8" in text
+    tuned = yaml.safe_load(text)
+    assert tuned["proposer"]["num_speculative_tokens"] == 3
+    assert "num_speculative_tokens_per_batch_size" not in tuned["proposer"]
+
+
 def test_a_second_run_reuses_every_cell_and_other_settings_are_refused(
     profile: Path, servers: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -249,7 +302,7 @@ def test_the_tuned_profile_names_the_same_local_models_from_where_it_is_written(
     text = "proposer: {method: draft_model, model: ../../models/draft}\ntarget: {model: org/t}\n"
     document = {"schedule": [[1, 4, 2], [5, 8, 0]], "choices": [], "crossover": 5}
     out = tmp_path / "out" / "tune"
-    tuned = yaml.safe_load(tuned_profile(document, text, True, source, out) or "")
+    tuned = yaml.safe_load(tuned_profile(document, text, None, source, out) or "")
     assert (out / tuned["proposer"]["model"]).resolve() == (tmp_path / "models" / "draft")
     assert tuned["target"]["model"] == "org/t"  # a hub id stays as it is
     assert tuned["proposer"]["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 8, 0]]

@@ -90,6 +90,8 @@ def test_tune_local_serves_each_engine_alone_and_writes_the_schedule(
     document = json.loads((out / "tune.json").read_text())
     assert [(c["concurrency"], c["k"]) for c in document["choices"]] == [(1, 3), (4, 1)]
     assert document["config"]["endpoint_per_k"].startswith("local")
+    # the report says how the baseline was measured: once, alone, not beside each candidate
+    assert "measured once before the candidates" in (out / "tune.md").read_text()
     cells = {(c["k"], c["concurrency"]): c for c in document["cells"]}
     assert cells[(3, 4)]["outcome"] == "loses" and cells[(1, 4)]["outcome"] == "pays"
     assert cells[(1, 1)]["acceptance_length"] == pytest.approx(2.0)
