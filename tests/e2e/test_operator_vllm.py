@@ -50,9 +50,18 @@ from orchestrator.engines import ENGINES
 from orchestrator.engines.metrics import Samples
 from orchestrator.runner.local import stop
 from tests.e2e.servers import VLLM_BIN, VLLM_PYTHON, require_vllm, server_env, wait_healthy
-from tests.operator.conftest import CR, Operator, resource, status_of, wait_for
+from tests.operator.conftest import (
+    CR,
+    HOSTS,
+    Operator,
+    add_pods,
+    free_port_on_both,
+    resource,
+    status_of,
+    wait_for,
+)
 from tests.operator.fake_api import ApiServer, FakeCluster
-from tests.operator.test_loop import HOSTS, _free_port_on_both, add_pods, selector
+from tests.operator.test_loop import selector
 from tests.support import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.scenario]
@@ -71,7 +80,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LayeredMod
     """Both twins' servers, started together; yields the models and their shared port."""
     require_vllm()
     models = make_layered_models(REPO_ROOT / DEFAULT_DIR, python=str(VLLM_PYTHON))
-    port = _free_port_on_both()
+    port = free_port_on_both()
     plain = [
         str(models.target),
         "--enforce-eager",
