@@ -125,6 +125,14 @@ def high_load_ratio(twins: tuple[LayeredModels, int]) -> float:
     return tpot["baseline"] / tpot["speculative"]
 
 
+@pytest.fixture(scope="module")
+def low_load_ratio(twins: tuple[LayeredModels, int]) -> float:
+    """The same at LOW: above 1 the speculative twin is faster there, as the test needs."""
+    _, port = twins
+    tpot = time_per_output_token(port, LOW, 3 * INTERVAL_S)
+    return tpot["baseline"] / tpot["speculative"]
+
+
 def time_per_output_token(port: int, concurrency: int, seconds: float) -> dict[str, float]:
     """Each twin's mean time per output token over `seconds` of SlicedLoad at `concurrency`."""
 
@@ -312,9 +320,22 @@ def layered_resource(
 
 
 def test_switch_follows_the_crossover_without_flapping(
-    twins: tuple[LayeredModels, int], cluster: tuple[FakeCluster, Operator], high_load_ratio: float
+    twins: tuple[LayeredModels, int],
+    cluster: tuple[FakeCluster, Operator],
+    high_load_ratio: float,
+    low_load_ratio: float,
 ) -> None:
     models, port = twins
+    if low_load_ratio < 1.15:
+        # Seen on a 2-core AMD EPYC: per-forward overhead makes the k=8 draft's eight steps cost
+        # more than they save, so the speculative twin is no faster even at concurrency 1
+        # (tune there: k=2 1.12x, k=8 0.90x). Without a side where speculation wins there is
+        # no crossover for `switch` to follow.
+        pytest.skip(
+            f"on this CPU the speculative twin is not faster at concurrency {LOW}: "
+            f"{low_load_ratio:.2f}x as fast per output token as the baseline (vLLM's own "
+            "histograms, measured before the operator ran); the test needs it 1.15x or faster"
+        )
     if high_load_ratio > 0.85:
         # Seen on a 2-core Xeon with AMX (bf16 matrix units): a verify pass over 12 x 9 tokens
         # costs barely more than one over 12, so the noisy k=8 draft stayed 1.5-2x faster at
