@@ -77,7 +77,7 @@ ADAPTIVE_SOURCE: Final = (
     f"batch size); {_S}arg_groups/speculative_hook.py#L1374-L1427 (the fallback, the steps "
     f"check); {_S}speculative/eagle_worker_v2.py#L1469-L1492 (0 steps: no draft)"
 )
-#: SGLang's names of the methods whose draft length it adapts (NEXTN becomes EAGLE before the check).
+#: The methods whose draft length SGLang adapts (mtp is NEXTN, which becomes EAGLE before the check).
 _ADAPTIVE_METHODS: Final = frozenset({"eagle", "eagle3", "mtp"})
 
 
@@ -357,7 +357,10 @@ def adaptive_unsupported(profile: Profile) -> str | None:
     SGLang's terms (`adaptive_unsupported_reason`, ADAPTIVE_SOURCE); None when it adapts."""
     method = profile.proposer.method
     if method not in _ADAPTIVE_METHODS:
-        return f"--speculative-algorithm {ALGORITHM.get(method, method)} does not adapt (only EAGLE, EAGLE3 and NEXTN do)"
+        algorithm = ALGORITHM.get(method, method)
+        return (
+            f"--speculative-algorithm {algorithm} does not adapt (only EAGLE, EAGLE3 and NEXTN do)"
+        )
     tuning = profile.sglang
     if tuning is not None and tuning.eagle_topk != 1:
         return f"sglang.eagle_topk={tuning.eagle_topk}: only topk 1 chains adapt"
@@ -391,7 +394,7 @@ def adaptive_config(slots: Mapping[int, int]) -> str:
     return json.dumps(document, indent=2, sort_keys=False) + "\n"
 
 
-def _speculative_args(spec: LaunchSpec, slots: Mapping[int, int] | None = None) -> list[str]:
+def _speculative_args(spec: LaunchSpec, slots: Mapping[int, int] | None) -> list[str]:
     proposer = spec.profile.proposer
     tuning = spec.profile.sglang
     topk = tuning.eagle_topk if tuning is not None else 1
