@@ -11,13 +11,34 @@ launch, GPUs, node placement and HF token), and a top-level kustomization adding
 InferencePools (inference.networking.k8s.io/v1) and the split route. `kubectl kustomize llm-d/`
 yields exactly the objects `apply --platform llm-d` applies (tests/unit/emitters/test_llmd.py
 runs the real kubectl to show it). Each pool names an endpoint picker Service `<twin>-epp`
-(port 9002, the Gateway API Inference Extension's default), installed with llm-d's
-inferencepool chart.
+(port 9002, the Gateway API Inference Extension's default), which specdeploy does not render.
+
+vLLM, SGLang and TensorRT-LLM are llm-d model servers from v0.8.0 (its optimized-baseline guide:
+SGLang by llm-d/llm-d#1712, TensorRT-LLM by #1866, merged 2026-06-18), each patched over the
+same single-host base (https://github.com/llm-d/llm-d/tree/main/guides/optimized-baseline/
+modelserver/gpu/, read at the commits the file index holds: vllm/base/patch-vllm.yaml
+05b03f75739f966c129498ad620aca5f18a30c99, sglang/base/patch-sglang.yaml
+83bb7c18c881ab96e54eb5f12a9d7c7813ae3a19, trtllm/base/patch-trtllm.yaml
+64e020413cd58ffbe109601c68cd1822f7c80dd5 and trtllm/base/kustomization.yaml
+c7b92a6577bcd096055d55285cef1ac0bd6a7c40). Every patch keeps the base's `modelserver`
+container, port 8000 and probes, sets `command` to the engine's program (`vllm serve`;
+`python3 -m sglang.launch_server`; `trtllm-serve serve`) and `args` to its flags, references
+HF_TOKEN from a Secret, and adds no routing sidecar (that is only in the P/D recipes,
+base/single-host/pd/). The engine image replaces the placeholder through `images:`
+(lmsysorg/sglang, nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc18); llm-d lets an overlay pin
+another (components/images/README.md, "Overriding"), so ours is the profile's release. The
+TensorRT-LLM recipe mounts its LLM-API options from a ConfigMap and passes the file's path,
+as the plan's launch does. Where llm-d's router is concerned (not rendered here): it reads
+TensorRT-LLM's load at /prometheus/metrics (router/optimized-baseline-trtllm.values.yaml
+2ad7f919965bcbc6e48f7567f89fe8af6ff40899, `modelServers.type: trtllm-serve`), from gauges
+TensorRT-LLM has from 1.3.0rc12 (NVIDIA/TensorRT-LLM#12545), newer than the releases specdeploy
+renders.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import yaml
@@ -35,12 +56,25 @@ from orchestrator.emitters.traffic import HTTP_ROUTE, Backend, split_route
 from orchestrator.manifests.context import profile_selector
 
 if TYPE_CHECKING:
+    from orchestrator.engines.names import EngineName
+    from orchestrator.manifests.context import PodContext
     from orchestrator.plan.types import DeploymentPlan
 
 ROLE_LABEL: Final = {"llm-d.ai/role": "decode"}
 MODEL_LABEL: Final = "llm-d.ai/model"
 #: The image placeholder of llm-d's recipe bases, replaced by the patch.
 IMAGE_PLACEHOLDER: Final = "REPLACE_MODEL_SERVER_IMAGE"
+#: The program each llm-d model-server patch puts in `command` (the rest of the launch is `args`):
+#: `vllm serve`, `python3 -m sglang.launch_server`, and `trtllm-serve` (llm-d writes
+#: `trtllm-serve serve`; the TensorRT-LLM engine renders the launch without `serve`, a form
+#: tests/conformance/trtllm_referee.py also takes). A launch that does not start with its
+#: engine's program (vLLM's multi-node leader and workers run a shell script) stays whole in
+#: `command`.
+PROGRAMS: Final[Mapping[EngineName, tuple[str, ...]]] = {
+    "vllm": ("vllm", "serve"),
+    "sglang": ("python3", "-m", "sglang.launch_server"),
+    "trtllm": ("trtllm-serve",),
+}
 #: The endpoint picker's gRPC port in the Gateway API Inference Extension (config/manifests).
 EPP_PORT: Final = 9002
 SOURCE: Final = "orchestrator/emitters/llmd.py"
@@ -62,8 +96,6 @@ class LlmdEmitter(PlatformEmitter):
         ),
         HTTP_ROUTE,
     )
-    engines = frozenset({"vllm"})
-    engine_gap = "llm-d's model-server recipes run vLLM (its images and routing sidecar)"
     splits_traffic: ClassVar[bool] = True
 
     def build(self, plan: DeploymentPlan) -> list[Manifest]:
@@ -161,26 +193,27 @@ def _patch(twin: Twin) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "decode", "labels": labels}
     meta["annotations"] = dict(ctx.metadata.get("annotations", {}))
     pod_meta = {"labels": labels, "annotations": dict(ctx.pod.annotations)}
+    engine = twin.launch.engine
     if ctx.worker is None:
-        server = container(ctx, name="modelserver", command=list(ctx.pod.command))
+        server = container(ctx, name="modelserver") | _launch(engine, ctx.pod.command)
         server |= _probes(twin)
         spec = {"replicas": ctx.replicas, "selector": {"matchLabels": _selector(twin)}}
-        spec["template"] = {"metadata": pod_meta, "spec": _pod(ctx, [server])}
+        spec["template"] = {"metadata": pod_meta, "spec": _pod(ctx.pod, [server])}
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
     port = {"name": "modelserver", "containerPort": twin.launch.port, "protocol": "TCP"}
-    leader = container(ctx, name="modelserver-leader", command=list(ctx.pod.command))
+    leader = container(ctx, name="modelserver-leader") | _launch(engine, ctx.pod.command)
     leader["ports"] = [port]
     leader |= _probes(twin)
     worker = container(ctx, name="modelserver-worker", worker=True)
-    worker["command"] = list(ctx.worker.command)
+    worker |= _launch(engine, ctx.worker.command)
     group = {
         "size": ctx.group_size,
         "restartPolicy": "None",
         "leaderTemplate": {
             "metadata": {**pod_meta, "labels": {**labels, "role": "leader"}},
-            "spec": _pod(ctx, [leader]),
+            "spec": _pod(ctx.pod, [leader]),
         },
-        "workerTemplate": {"metadata": pod_meta, "spec": _pod(ctx, [worker])},
+        "workerTemplate": {"metadata": pod_meta, "spec": _pod(ctx.worker, [worker])},
     }
     spec = {"replicas": ctx.replicas, "leaderWorkerTemplate": group}
     return {
@@ -189,6 +222,14 @@ def _patch(twin: Twin) -> dict[str, Any]:
         "metadata": meta,
         "spec": spec,
     }
+
+
+def _launch(engine: EngineName, tokens: list[str]) -> dict[str, list[str]]:
+    """`command` and `args` as llm-d's patches split them: the engine's program, then its flags."""
+    program = list(PROGRAMS[engine])
+    if tokens[: len(program)] != program:
+        return {"command": list(tokens)}
+    return {"command": program, "args": tokens[len(program) :]}
 
 
 def _probes(twin: Twin) -> dict[str, Any]:
@@ -209,14 +250,16 @@ def _selector(twin: Twin) -> dict[str, str]:
     return {**ROLE_LABEL, MODEL_LABEL: twin.name, **twin.ctx.selector}
 
 
-def _pod(ctx: Any, containers: list[dict[str, Any]]) -> dict[str, Any]:
+def _pod(pod: PodContext, containers: list[dict[str, Any]]) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": containers}
-    if ctx.pod.node_selector:
-        spec["nodeSelector"] = dict(ctx.pod.node_selector)
-    if ctx.pod.tolerations:
-        spec["tolerations"] = [dict(t) for t in ctx.pod.tolerations]
-    if ctx.pod.volumes:
-        spec["volumes"] = [dict(v) for v in ctx.pod.volumes]
+    if pod.init_containers:  # model downloads the launch names by their target directory
+        spec["initContainers"] = [dict(c) for c in pod.init_containers]
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [dict(t) for t in pod.tolerations]
+    if pod.volumes:
+        spec["volumes"] = [dict(v) for v in pod.volumes]
     return spec
 
 

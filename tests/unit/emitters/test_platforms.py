@@ -57,7 +57,7 @@ def test_every_example_renders_or_is_refused_with_a_fix(
 def test_trtllm_runs_only_where_a_platform_can_start_it() -> None:
     plan = valid_plan(REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml")
     refused = {p for p in PLATFORMS if _refused(p, plan)}
-    assert refused == {"kaito", "kserve", "kserve-runtime", "llm-d", "production-stack"}
+    assert refused == {"kaito", "kserve", "kserve-runtime", "production-stack"}
 
 
 def test_unknown_platform_option_is_a_usage_error() -> None:
