@@ -12,6 +12,7 @@ import contextlib
 import copy
 import functools
 import gzip
+import json
 import os
 import secrets
 import shutil
@@ -101,6 +102,9 @@ class Cluster:
             assert kubeconfig is not None
             self.kubeconfig = kubeconfig
         self._installed_crds: list[str] = []
+        #: Each CRD this object applied, as applied: the same one again is not re-applied (the
+        #: cluster lives for the session; KServe's CRDs take seconds to apply and to establish).
+        self._applied_crds: dict[str, str] = {}
         self._namespaces: list[str] = []
         self._client: Any = None
         self._dynamic: dict[str, Any] = {}
@@ -247,6 +251,8 @@ class Cluster:
 
         resource = self.resource(api_version, kind)
         kwargs: dict[str, Any] = {"namespace": namespace} if resource.namespaced else {}
+        if kind == "CustomResourceDefinition":
+            self._applied_crds.pop(name, None)  # installed again, it is applied again
         with contextlib.suppress(NotFoundError):
             resource.delete(name=name, **kwargs)
 
@@ -384,7 +390,11 @@ class Cluster:
                 is not None
             ):
                 continue
+            applied = json.dumps(crd, sort_keys=True)
+            if self._applied_crds.get(name) == applied:
+                continue
             self.apply(crd)
+            self._applied_crds[name] = applied
             if self.real:
                 self._installed_crds.append(name)
             self.wait_for(
