@@ -78,9 +78,16 @@ def _run(
             return  # stopped while a follower
     registry = build_registry(connect, InClusterCheckpoints(offline=offline))
     settings = kopf.OperatorSettings()
+    stop = asyncio.Event()
+
+    @kopf.on.cleanup(registry=registry)
+    async def raise_the_stop_flag(**_: Any) -> None:
+        """Stopped by a signal, kopf leaves the task that waits for our stop flag pending and
+        waits 5 s for it before it exits (kopf/_core/reactor/running.py, run_tasks: the
+        "stop-flag waiter"); raising the flag as it cleans up lets it exit at once."""
+        stop.set()
 
     async def operate() -> None:
-        stop = asyncio.Event()
         operator = kopf.operator(
             registry=registry,
             settings=settings,
