@@ -137,7 +137,7 @@ def graph(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
     main.pop("env", None)  # spec.env below carries the env of every component
     # The operator mounts /dev/shm itself, sized by sharedMemorySize.
     main["volumeMounts"] = [m for m in main["volumeMounts"] if m["name"] != SHM_VOLUME]
-    pod = pod_spec(ctx, [main])
+    pod = pod_spec(ctx.pod, [main])
     pod["volumes"] = [v for v in pod["volumes"] if v["name"] != SHM_VOLUME]
     annotations = {**ctx.pod.annotations, **runtime_annotations(plan, image)}
     worker: dict[str, Any] = {

@@ -117,7 +117,7 @@ class KserveEmitter(PlatformEmitter):
             "parallelism": parallelism,
             "labels": dict(twin.ctx.pod.labels),
             "annotations": dict(twin.ctx.pod.annotations),
-            "template": pod_spec(twin.ctx, [self._main(twin)]),
+            "template": pod_spec(twin.ctx.pod, [self._main(twin)]),
             "router": self._router(plan, twin),
         }
         spec["template"]["volumes"] = [_dshm(twin)]
@@ -129,7 +129,7 @@ class KserveEmitter(PlatformEmitter):
                 command=list(twin.ctx.worker.command),
                 volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
             )
-            spec["worker"] = {**pod_spec(twin.ctx, [worker]), "volumes": [_dshm(twin)]}
+            spec["worker"] = {**pod_spec(twin.ctx.pod, [worker]), "volumes": [_dshm(twin)]}
         body: dict[str, Any] = {"apiVersion": api_version, "kind": "LLMInferenceService"}
         body |= {"metadata": metadata(twin.ctx), "spec": spec}
         return Manifest.parse(body, source="orchestrator/emitters/kserve.py")

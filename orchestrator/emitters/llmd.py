@@ -49,6 +49,7 @@ from orchestrator.emitters.platform import (
     PlatformEmitter,
     Twin,
     container,
+    pod_spec,
     probe,
     twins,
 )
@@ -57,7 +58,6 @@ from orchestrator.manifests.context import profile_selector
 
 if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
-    from orchestrator.manifests.context import PodContext
     from orchestrator.plan.types import DeploymentPlan
 
 ROLE_LABEL: Final = {"llm-d.ai/role": "decode"}
@@ -198,7 +198,7 @@ def _patch(twin: Twin) -> dict[str, Any]:
         server = container(ctx, name="modelserver") | _launch(engine, ctx.pod.command)
         server |= _probes(twin)
         spec = {"replicas": ctx.replicas, "selector": {"matchLabels": _selector(twin)}}
-        spec["template"] = {"metadata": pod_meta, "spec": _pod(ctx.pod, [server])}
+        spec["template"] = {"metadata": pod_meta, "spec": pod_spec(ctx.pod, [server])}
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
     port = {"name": "modelserver", "containerPort": twin.launch.port, "protocol": "TCP"}
     leader = container(ctx, name="modelserver-leader") | _launch(engine, ctx.pod.command)
@@ -211,9 +211,9 @@ def _patch(twin: Twin) -> dict[str, Any]:
         "restartPolicy": "None",
         "leaderTemplate": {
             "metadata": {**pod_meta, "labels": {**labels, "role": "leader"}},
-            "spec": _pod(ctx.pod, [leader]),
+            "spec": pod_spec(ctx.pod, [leader]),
         },
-        "workerTemplate": {"metadata": pod_meta, "spec": _pod(ctx.worker, [worker])},
+        "workerTemplate": {"metadata": pod_meta, "spec": pod_spec(ctx.worker, [worker])},
     }
     spec = {"replicas": ctx.replicas, "leaderWorkerTemplate": group}
     return {
@@ -248,19 +248,6 @@ def _probes(twin: Twin) -> dict[str, Any]:
 
 def _selector(twin: Twin) -> dict[str, str]:
     return {**ROLE_LABEL, MODEL_LABEL: twin.name, **twin.ctx.selector}
-
-
-def _pod(pod: PodContext, containers: list[dict[str, Any]]) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": containers}
-    if pod.init_containers:  # model downloads the launch names by their target directory
-        spec["initContainers"] = [dict(c) for c in pod.init_containers]
-    if pod.node_selector:
-        spec["nodeSelector"] = dict(pod.node_selector)
-    if pod.tolerations:
-        spec["tolerations"] = [dict(t) for t in pod.tolerations]
-    if pod.volumes:
-        spec["volumes"] = [dict(v) for v in pod.volumes]
-    return spec
 
 
 def _pool(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:

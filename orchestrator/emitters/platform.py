@@ -21,7 +21,7 @@ from orchestrator.errors import IncompatibleError, OrchestratorError
 
 if TYPE_CHECKING:
     from orchestrator.engines.base import EngineLaunch
-    from orchestrator.manifests.context import VariantContext
+    from orchestrator.manifests.context import PodContext, VariantContext
     from orchestrator.plan.types import DeploymentPlan
 
 #: The finding id of a profile a platform cannot carry.
@@ -196,15 +196,20 @@ def container(
     return body
 
 
-def pod_spec(ctx: VariantContext, containers: list[dict[str, Any]]) -> dict[str, Any]:
-    """A pod spec around `containers` with the plan's node selector, tolerations and volumes."""
+def pod_spec(pod: PodContext, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod spec around `containers` with the plan's model downloads (init containers, whose
+    volumes the engine mounts at the directories its launch names: without them a TensorRT-LLM
+    release that reads a head only from a directory finds it empty), node selector,
+    tolerations and volumes."""
     spec: dict[str, Any] = {"containers": containers}
-    if ctx.pod.node_selector:
-        spec["nodeSelector"] = dict(ctx.pod.node_selector)
-    if ctx.pod.tolerations:
-        spec["tolerations"] = [dict(t) for t in ctx.pod.tolerations]
-    if ctx.pod.volumes:
-        spec["volumes"] = [dict(v) for v in ctx.pod.volumes]
+    if pod.init_containers:
+        spec["initContainers"] = [dict(c) for c in pod.init_containers]
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [dict(t) for t in pod.tolerations]
+    if pod.volumes:
+        spec["volumes"] = [dict(v) for v in pod.volumes]
     return spec
 
 

@@ -289,3 +289,24 @@ class TestDynamoRelease:
         annotations = graph.body["metadata"]["annotations"]
         assert annotations["specdeploy.io/engine-version"] == "0.32.0"
         assert annotations["specdeploy.io/image"] == "registry.example/dynamo-vllm:1"
+
+
+def test_dynamo_fetches_a_trtllm_head_the_release_cannot_fetch_before_the_worker_starts(
+    tmp_path: Path,
+) -> None:
+    """TensorRT-LLM 1.1.0 reads an EAGLE-3 head only from a local directory: the plan fetches it
+    in an init container into a volume the engine mounts; the Dynamo worker must carry both, or
+    the engine starts with an empty head directory."""
+    plan = valid_plan(
+        at_release(REPO_ROOT / "profiles" / "trtllm-llama31-8b-eagle3.yaml", tmp_path, "1.1.0")
+    )
+    ctx = plan.manifests.variants[0]
+    assert ctx.pod.init_containers, "1.1.0 no longer needs the download; pick another release"
+    graph = next(m for m in emitter_for("dynamo").emit(plan) if m.kind == "DynamoGraphDeployment")
+    worker = graph.body["spec"]["components"][1]["podTemplate"]["spec"]
+    assert worker["initContainers"] == ctx.pod.init_containers
+    (download,) = worker["initContainers"]
+    (target,) = download["volumeMounts"]
+    (main,) = worker["containers"]
+    assert target in main["volumeMounts"]  # the worker reads what was fetched
+    assert any(v["name"] == target["name"] for v in worker["volumes"])
