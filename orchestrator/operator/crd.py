@@ -1,7 +1,7 @@
 """The `SpeculativeDeployment` CustomResourceDefinition, generated from the profile schema.
 
-The resource *is* the profile (engine, target, proposer, ... at the top level, as in a profile
-file, apiVersion `specdeploy.io/v1`) plus a `status` the operator writes. Its `openAPIV3Schema` is
+The resource carries the profile under `spec` (engine, target, proposer, ... as in a profile
+file; apiVersion `specdeploy.io/v1`), and the operator writes `status`. Its `spec` schema is
 the profile's JSON Schema (`orchestrator.profile.docs.documented_json_schema`) rewritten into a
 Kubernetes structural schema: `$ref`s inlined, `anyOf [X, null]` as `nullable`, `const` as
 `enum`, numeric `exclusiveMinimum` as OpenAPI 3.0's boolean form, no `additionalProperties:
@@ -12,6 +12,7 @@ message). Rules: https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resou
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any, Final
 
 from orchestrator.profile.docs import documented_json_schema
@@ -24,6 +25,8 @@ KIND: Final = "SpeculativeDeployment"
 PLURAL: Final = "speculativedeployments"
 SINGULAR: Final = "speculativedeployment"
 SHORT_NAMES: Final = ("specdeploy",)
+#: A resource's keys that are the object's, not the profile's: they stay beside `spec`.
+_OBJECT_KEYS: Final = ("apiVersion", "kind", "metadata", "status")
 
 #: OpenAPI v3 keywords a structural schema may use (besides x-kubernetes-* extensions).
 ALLOWED_KEYWORDS: Final = frozenset(
@@ -51,7 +54,13 @@ _NOT_IN_JUNCTORS: Final = frozenset(
 _JUNCTORS: Final = ("anyOf", "allOf", "oneOf", "not")
 
 PRINTER_COLUMNS: Final = (
-    {"name": "Method", "type": "string", "jsonPath": ".proposer.method"},
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        "description": "Whether the twins serve (the Ready condition).",
+    },
+    {"name": "Method", "type": "string", "jsonPath": ".spec.proposer.method"},
     {
         "name": "Acceptance",
         "type": "number",
@@ -70,11 +79,17 @@ PRINTER_COLUMNS: Final = (
 
 
 def custom_resource_definition() -> dict[str, Any]:
-    """The CRD object, ready to apply (the operator chart ships it in crds/)."""
+    """The CRD object, ready to apply. The operator chart installs it as a template (its file
+    is crd/ in the chart, `templates/crd.yaml` includes it), so `helm upgrade` updates it as it
+    does every other object, which Helm never does for crds/; `helm uninstall` keeps it (the
+    resource policy), so uninstalling the operator deletes no tenant's resources."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {
+            "name": f"{PLURAL}.{GROUP}",
+            "annotations": {"helm.sh/resource-policy": "keep"},
+        },
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
@@ -99,28 +114,56 @@ def custom_resource_definition() -> dict[str, Any]:
     }
 
 
+def as_resource(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile document as the custom resource that deploys it: apiVersion specdeploy.io/v1,
+    its metadata, and its other fields under `spec` (a resource is returned as it is)."""
+    if profile.get("apiVersion") == API_VERSION and "spec" in profile:
+        return copy.deepcopy(dict(profile))
+    rest = {k: copy.deepcopy(v) for k, v in profile.items() if k not in _OBJECT_KEYS}
+    resource: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
+    if "metadata" in profile:
+        resource["metadata"] = copy.deepcopy(profile["metadata"])
+    resource["spec"] = rest
+    if "status" in profile:
+        resource["status"] = copy.deepcopy(profile["status"])
+    return resource
+
+
 def resource_schema() -> dict[str, Any]:
-    """The structural schema of a SpeculativeDeployment: the profile's fields plus `status`."""
+    """The structural schema of a SpeculativeDeployment: the profile's fields under `spec`, plus
+    `status`."""
     profile = documented_json_schema(Profile)
     defs = profile.get("$defs", {})
     schema = structural(profile, defs)
-    properties = schema["properties"]
-    properties["apiVersion"] = {"type": "string"}
-    properties["kind"] = {"type": "string"}
-    name = properties["metadata"]["properties"]["name"]
-    # Only metadata.name (and generateName) may be restricted; the namespace is the object's own.
-    properties["metadata"] = {
+    properties = dict(schema["properties"])
+    name = properties.pop("metadata")["properties"]["name"]
+    for key in ("apiVersion", "kind"):
+        properties.pop(key)
+    spec = {
         "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": name["maxLength"]}},
+        "description": "The deployment, as a specdeploy profile spells it (the same fields, "
+        "without apiVersion, kind and metadata).",
+        "properties": properties,
+        "required": [r for r in schema["required"] if r in properties],
     }
-    properties["status"] = status_schema()
-    schema["required"] = [r for r in schema["required"] if r not in ("apiVersion", "kind")]
-    schema["required"] = [r for r in schema["required"] if r != "metadata"]
-    schema["description"] = (
-        "A speculative deployment: the specdeploy profile as a custom resource (the same fields, "
-        "apiVersion specdeploy.io/v1), kept deployed and tuned by `specdeploy operator`."
-    )
-    return dict(schema)
+    return {
+        "type": "object",
+        "description": "A speculative deployment: a specdeploy profile under spec, kept deployed "
+        "and tuned by `specdeploy operator`, which writes status.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            # Only metadata.name (and generateName) may be restricted; the namespace is the
+            # object's own.
+            "metadata": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "maxLength": name["maxLength"]}},
+            },
+            "spec": spec,
+            "status": status_schema(),
+        },
+    }
 
 
 def structural(node: Any, defs: dict[str, Any]) -> Any:

@@ -1,6 +1,11 @@
 """Load a profile file into a `Profile`: safe YAML only (`safe_yaml`), duplicate keys refused,
 and every error names the file, line, column and the field path as written in the YAML.
 
+A `specdeploy.io/v1` document is the operator's custom resource: the profile's fields under
+`spec`, as Kubernetes puts an object's desired state (what `kubectl get -o yaml` prints reads
+too: its `status` and the object's own metadata beyond name and namespace are not the profile's).
+Its errors name the fields as written, `spec.` included.
+
 Only a regular file of at most `MAX_PROFILE_BYTES` is read: a FIFO would block forever and
 /dev/zero never ends. Anything that cannot be loaded is a `profile.*` finding, never a traceback.
 """
@@ -35,6 +40,11 @@ __all__ = [
     "parse_profile",
 ]
 
+#: The apiVersion of the operator's custom resource, whose profile is under `spec`.
+RESOURCE_API_VERSION: Final = "specdeploy.io/v1"
+#: The keys of a resource beside `spec`: the object's, not the profile's.
+_RESOURCE_KEYS: Final = ("apiVersion", "kind", "metadata", "spec", "status")
+
 #: Largest profile file read. Real profiles are 1-3 KB; the cap stops a wrong path (a log file,
 #: /dev/zero) from being read into memory.
 MAX_PROFILE_BYTES: Final = 1 << 20
@@ -56,6 +66,9 @@ def load_metadata(path: Path) -> Metadata:
             file,
             [ProfileIssue("", 1, 1, "the profile must be a YAML mapping (apiVersion, kind, ...)")],
         )
+    metadata = data.get("metadata")
+    if data.get("apiVersion") == RESOURCE_API_VERSION and isinstance(metadata, dict):
+        data = {"metadata": {k: v for k, v in metadata.items() if k in ("name", "namespace")}}
     try:
         return _MetadataOnly.model_validate(data).metadata
     except ValidationError as exc:
@@ -91,10 +104,77 @@ def parse_profile(text: str, file: str = "<profile>") -> Profile:
             file,
             [ProfileIssue("", 1, 1, "the profile must be a YAML mapping (apiVersion, kind, ...)")],
         )
+    data, marks, under = _profile_of_resource(data, marks, file)
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileInvalid(file, _issues(exc, marks)) from None
+        raise ProfileInvalid(file, _issues(exc, marks, under)) from None
+
+
+Marks = dict[Loc, tuple[int, int]]
+
+
+def _profile_of_resource(data: dict[str, Any], marks: Marks, file: str) -> tuple[Any, Marks, Loc]:
+    """A resource's profile (its `spec` beside apiVersion, kind, name and namespace), the marks
+    of its fields re-keyed, and the prefix its field paths are shown with; a profile file as it
+    is, with no prefix."""
+    if data.get("apiVersion") != RESOURCE_API_VERSION:
+        return data, marks, ()
+    misplaced = [k for k in data if k not in _RESOURCE_KEYS]
+    spec = data.get("spec")
+    def at(loc: Loc) -> tuple[int | None, int | None]:
+        return marks.get(loc, (None, None))
+
+    issues = [
+        ProfileIssue(
+            str(key),
+            *at((key,)),
+            f"{key} is at the top level of a {RESOURCE_API_VERSION} resource",
+            "move it under spec: (spec holds engine, target, proposer and the rest), or make "
+            "the file a profile with apiVersion: specdeploy/v1",
+            "a custom resource carries the desired state under spec, and the API server prunes "
+            "top-level fields its CRD does not declare",
+        )
+        for key in misplaced
+    ]
+    if not isinstance(spec, dict):
+        issues.append(
+            ProfileIssue(
+                "spec",
+                *marks.get(("spec",), marks.get((), (1, 1))),
+                f"a {RESOURCE_API_VERSION} resource needs spec: a mapping of the profile's fields",
+                "put engine, target, proposer, ... under spec:",
+                "the operator deploys what a resource's spec says, and this one has none",
+            )
+        )
+    else:
+        issues += [
+            ProfileIssue(
+                f"spec.{key}",
+                *at(("spec", key)),
+                f"spec.{key} belongs beside spec, at the top level of the resource",
+                f"move {key} out of spec",
+            )
+            for key in ("apiVersion", "kind", "metadata")
+            if key in spec
+        ]
+    if issues:
+        raise ProfileInvalid(file, issues)
+    assert isinstance(spec, dict)
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):  # the object's uid, labels, ... are Kubernetes', not ours
+        metadata = {k: v for k, v in metadata.items() if k in ("name", "namespace")}
+    profile: dict[str, Any] = {k: data[k] for k in ("apiVersion", "kind") if k in data}
+    if metadata is not None:
+        profile["metadata"] = metadata
+    profile.update(spec)
+    kept: Marks = {}
+    for loc, mark in marks.items():
+        if loc[:1] == ("spec",):
+            kept.setdefault(loc[1:], mark)
+        elif loc[:1] in (("apiVersion",), ("kind",), ("metadata",)):
+            kept[loc] = mark
+    return profile, kept, ("spec",)
 
 
 def _decode(raw: bytes, file: str) -> str:
@@ -112,7 +192,9 @@ def _decode(raw: bytes, file: str) -> str:
 # --- pydantic errors -> issues ------------------------------------------------------------------
 
 
-def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[ProfileIssue]:
+def _issues(exc: ValidationError, marks: Marks, under: Loc = ()) -> list[ProfileIssue]:
+    """The issues of a validation error; field paths outside apiVersion, kind and metadata are
+    shown with `under` before them (a resource's `spec`)."""
     issues = []
     for err in exc.errors():
         loc = _yaml_loc(tuple(err["loc"]))
@@ -122,7 +204,8 @@ def _issues(exc: ValidationError, marks: dict[Loc, tuple[int, int]]) -> list[Pro
         message, fix, why = (
             _explained(err) or _unmodelled_method(err, loc) or (_message(err, loc), "", "")
         )
-        issues.append(ProfileIssue(dotted(loc), line, col, message, fix, why))
+        shown = loc if loc[:1] in ((), ("apiVersion",), ("kind",), ("metadata",)) else under + loc
+        issues.append(ProfileIssue(dotted(shown), line, col, message, fix, why))
     return issues
 
 
@@ -176,7 +259,7 @@ def _yaml_loc(loc: Loc) -> Loc:
     )
 
 
-def _nearest_mark(loc: Loc, marks: dict[Loc, tuple[int, int]]) -> tuple[int | None, int | None]:
+def _nearest_mark(loc: Loc, marks: Marks) -> tuple[int | None, int | None]:
     for end in range(len(loc), -1, -1):
         if loc[:end] in marks:
             return marks[loc[:end]]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.operator.crd import as_resource
 from orchestrator.runner.local import stop
 from tests.operator.fake_api import ApiServer, FakeCluster, kubeconfig_text
 from tests.support import REPO_ROOT
@@ -30,12 +31,11 @@ HOSTS = {"speculative": "127.0.0.2", "baseline": "127.0.0.3"}
 
 def resource(**overrides: Any) -> dict[str, Any]:
     """The ngram example profile as a resource (its model resolves from the built-in catalog),
-    with a baseline twin; `overrides` replace top-level blocks."""
+    with a baseline twin; `overrides` replace blocks of its spec."""
     doc = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml").read_text())
-    doc["apiVersion"] = "specdeploy.io/v1"
     doc["deploy"] = {"baseline": True}
     doc.update(copy.deepcopy(overrides))
-    return doc
+    return as_resource(doc)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli import cli
 from orchestrator.operator.admission import IMAGES_ENV, SECRETS_ENV, Admission
+from orchestrator.operator.crd import as_resource
 from orchestrator.operator.reconcile import plan_resource
 from orchestrator.operator.source import InClusterCheckpoints
 from orchestrator.plan.types import DeploymentPlan, RejectedPlan
@@ -53,7 +54,7 @@ def planned(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], **blocks: Any)
     body = copy.deepcopy(BASE)
     for key, value in blocks.items():
         body[key] = {**body.get(key, {}), **value}
-    return plan_resource(body, InClusterCheckpoints(offline=True))
+    return plan_resource(as_resource(body), InClusterCheckpoints(offline=True))
 
 
 def rules(result: Any) -> list[str]:

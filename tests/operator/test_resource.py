@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.operator.crd import (
     as_json_schema,
+    as_resource,
     custom_resource_definition,
     resource_schema,
     structural_problems,
@@ -36,7 +37,7 @@ CHART_CRD = (
     REPO_ROOT
     / "charts"
     / "specdeploy-operator"
-    / "crds"
+    / "crd"
     / "speculativedeployments.specdeploy.io.yaml"
 )
 
@@ -47,15 +48,15 @@ class TestCrd:
 
     @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
     def test_every_example_profile_is_a_valid_resource(self, example: Path) -> None:
-        document = yaml.safe_load(example.read_text())
-        document["apiVersion"] = "specdeploy.io/v1"
+        document = as_resource(yaml.safe_load(example.read_text()))
         jsonschema.Draft202012Validator(as_json_schema(resource_schema())).validate(document)
 
     def test_a_typo_and_a_wrong_type_are_refused_by_the_api_server(self) -> None:
         validator = jsonschema.Draft202012Validator(as_json_schema(resource_schema()))
-        document = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml").read_text())
-        document["proposer"]["num_speculative_token"] = 3
-        document["serving"]["max_model_len"] = "long"
+        profile = yaml.safe_load((REPO_ROOT / "profiles" / "vllm-qwen3-4b-draft.yaml").read_text())
+        document = as_resource(profile)
+        document["spec"]["proposer"]["num_speculative_token"] = 3
+        document["spec"]["serving"]["max_model_len"] = "long"
         messages = sorted(e.message for e in validator.iter_errors(document))
         assert any("num_speculative_token" in m for m in messages)
         assert any("'long' is not of type 'integer'" in m for m in messages)
@@ -67,7 +68,8 @@ class TestCrd:
         [version] = custom_resource_definition()["spec"]["versions"]
         assert version["subresources"] == {"status": {}}
         columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-        assert columns["Method"] == ".proposer.method"
+        assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+        assert columns["Method"] == ".spec.proposer.method"
         assert columns["Acceptance"] == ".status.acceptance.meanLength"
         assert columns["Traffic"] == ".status.traffic.share"
         assert columns["Verdict"] == ".status.verdict"
@@ -133,7 +135,11 @@ policy: {policy}
 def profile_text(
     api: str = "specdeploy/v1", baseline: str = "true", policy: str = "{mode: switch}"
 ) -> str:
-    return PROFILE.format(api=api, baseline=baseline, policy=policy)
+    """The profile; with api specdeploy.io/v1, the resource (the same fields under spec)."""
+    text = PROFILE.format(api="specdeploy/v1", baseline=baseline, policy=policy)
+    if api == "specdeploy/v1":
+        return text
+    return yaml.safe_dump(as_resource(yaml.safe_load(text)), sort_keys=False)
 
 
 class TestPolicyInProfile:
@@ -155,15 +161,37 @@ class TestPolicyInProfile:
 
     def test_validate_accepts_a_resource_file(self, tmp_path: Path) -> None:
         path = tmp_path / "demo.yaml"
-        path.write_text(profile_text(api="specdeploy.io/v1"))
+        resource = yaml.safe_load(profile_text(api="specdeploy.io/v1"))
+        resource["metadata"] |= {"uid": "u-1", "labels": {"team": "a"}}  # `kubectl get -o yaml`
+        resource["status"] = {"verdict": "Speculative"}
+        path.write_text(yaml.safe_dump(resource))
         result = CliRunner().invoke(cli, ["validate", str(path), "--offline"])
         assert result.exit_code == 0, result.output
 
+    def test_a_resource_s_errors_name_the_field_under_spec_with_its_line(self) -> None:
+        text = profile_text(api="specdeploy.io/v1").replace(
+            "num_speculative_tokens:", "num_speculative_token:"
+        )
+        with pytest.raises(ProfileInvalid) as caught:
+            parse_profile(text)
+        [issue] = caught.value.issues
+        line = next(n for n, x in enumerate(text.splitlines(), 1) if "num_speculative_token" in x)
+        assert issue.path == "spec.proposer.num_speculative_token" and issue.line == line
+
+    def test_a_resource_with_the_profile_at_the_top_level_is_refused_with_the_move(self) -> None:
+        text = profile_text().replace("apiVersion: specdeploy/v1", "apiVersion: specdeploy.io/v1")
+        with pytest.raises(ProfileInvalid) as caught:
+            parse_profile(text)
+        paths = {i.path: i for i in caught.value.issues}
+        assert {"engine", "target", "proposer", "spec"} <= set(paths)
+        assert "move it under spec:" in paths["engine"].fix and paths["engine"].line == 4
+
 
 def body(text: str, uid: str = "uid-1", status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The profile text as the resource the API server hands the operator."""
     doc = yaml.safe_load(text)
     doc["metadata"] |= {"namespace": "llm", "uid": uid, "generation": 3, "resourceVersion": "9"}
-    return {**doc, "status": status or {}}
+    return as_resource({**doc, "status": status or {}})
 
 
 class TestPlanningAResource:
