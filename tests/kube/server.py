@@ -874,8 +874,25 @@ class Imitation:
             self._serve_crds()
 
     def _check_identity(
-        self, body: dict[str, Any], res: Resource, version: str, ns: str, name: str
+        self,
+        body: dict[str, Any],
+        res: Resource,
+        version: str,
+        ns: str,
+        name: str,
+        *,
+        default_kind: bool = False,
     ) -> None:
+        if default_kind:
+            # A create or update decodes its body with the URL's kind as the default
+            # (`decoder.Decode(body, &defaultGVK, original)` in handlers/create.go and update.go),
+            # and the JSON serializer fills in what the body leaves out (gvkWithDefaults in
+            # apimachinery/pkg/runtime/serializer/json/json.go): a body without apiVersion and
+            # kind is the URL's kind, as kopf posts its Events. A body that names another kind or
+            # version is still refused below. (An apply patch is not decoded that way.)
+            body.setdefault("kind", res.kind)
+            if not body.get("apiVersion"):
+                body["apiVersion"] = res.api_version(version)
         if body.get("kind") != res.kind or body.get("apiVersion") != res.api_version(version):
             raise fail(
                 400,
@@ -909,7 +926,7 @@ class Imitation:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{secrets.token_hex(3)[:5]}"
         name = str(meta.get("name") or "")
-        self._check_identity(body, res, version, ns, name)
+        self._check_identity(body, res, version, ns, name, default_kind=True)
         if not name:
             raise invalid_failure(res.kind, res.group, "", [builtin.required("metadata.name")])
         key = (res.group, res.plural, ns if res.namespaced else "", name)
@@ -950,7 +967,7 @@ class Imitation:
         sub: str,
     ) -> Response:
         body = _document(request)
-        self._check_identity(body, res, version, ns, name)
+        self._check_identity(body, res, version, ns, name, default_kind=True)
         live = self._objects.get((res.group, res.plural, ns, name))
         if live is None:
             raise fail(

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.slow
 
 API = "specdeploy.io/v1"
 LEASE_S = 4.0
-APPLIED = "reason='Applied'"  # the operator logs each Event it sends
+#: The operator's log line for its Applied Event (--debug logs Normal Events too, at INFO).
+APPLIED = ": Applied: applied"
 
 
 class Replica:
@@ -49,7 +50,7 @@ class Replica:
             "POD_NAMESPACE": namespace,
         }
         argv = [
-            sys.executable, "-m", "orchestrator", "operator", "--offline", "-n", namespace,
+            sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline", "-n", namespace,
             "--leader-elect", "--lease-seconds", str(LEASE_S),
         ]  # fmt: skip
         with self.log.open("wb") as out:
