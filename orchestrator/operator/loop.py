@@ -6,6 +6,10 @@ token, load and acceptance. A switch re-applies the traffic split; a retune re-p
 with the new draft length and applies the speculative twin's workload (a rolling update). Each
 decision and its evidence goes into status (`lastDecision`, and `decisions` for changes) and, for
 changes, into an Event.
+
+Before that, every owned object is read once (`needs_reconcile`): one deleted is recreated, and
+one whose specdeploy-owned fields someone else changed (`drift`) is applied again with force and
+named in a Warning Event `DriftCorrected`. Nothing is applied while nothing changed.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from orchestrator.operator.reconcile import (
     owner_of,
     plan_resource,
     profile_of,
+    refreshed_objects,
     set_condition,
     traffic_status,
     verdict,
@@ -89,10 +94,11 @@ def tick(
     if status.get("verdict") in (None, "Invalid"):
         return None  # not planned (yet), or invalid: nothing runs to measure
     owner = owner_of(body)
-    why = needs_reconcile(cluster, owner, status)
-    if why is not None:
-        emit("Normal", "Reconciled", f"planned and applied again: {why}")
-        return counted_reconcile("loop", body, source, cluster, emit)
+    heal = needs_reconcile(cluster, owner, status)
+    if heal is not None:
+        if heal.why:
+            emit("Normal", "Reconciled", f"planned and applied again: {heal.why}")
+        return counted_reconcile("loop", body, source, cluster, emit, drifted=heal.drifted)
     profile = profile_of(body)
     policy = profile.policy or PolicySpec()
     now = clock()
@@ -318,7 +324,9 @@ def _act(
         emit("Warning", "NotApplied", f"{decision.message}; but the resource no longer plans")
         return {}
     if decision.action == "switch":
-        cluster.apply([own(traffic_split(plan, decision.active), owner)])
+        results = cluster.apply(
+            [own(traffic_split(plan, decision.active), owner)], force_conflicts=True
+        )
         failover = decision.reason == "ActiveUnhealthy"
         emit(
             "Warning" if failover else "Normal",
@@ -326,9 +334,9 @@ def _act(
             decision.message,
         )
     else:
-        cluster.apply(speculative_workload(plan, owner))
+        results = cluster.apply(speculative_workload(plan, owner), force_conflicts=True)
         emit("Normal", "Retuned", decision.message + " (rolling update of the speculative twin)")
-    return {}
+    return {"objects": refreshed_objects(status, results)}
 
 
 def _record(decision: Decision, now: float) -> dict[str, Any]:

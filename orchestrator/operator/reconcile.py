@@ -2,16 +2,17 @@
 
 `reconcile` plans the resource (`plan_profile`, with the in-cluster checkpoint source), writes the
 Validated and MemoryFits conditions with the findings, and server-side applies what the plan emits
-plus the traffic split, each owned by the resource. An invalid resource gets conditions and an
-Event and nothing is applied (no exception: no retry loop). An object of the same name that the
-resource does not own is never touched; the Ready condition says which.
+plus the traffic split, each owned by the resource, with force (what it owns stays as planned;
+`status.objects.owned` records a fingerprint of those fields, see `drift`). An invalid resource
+gets conditions and an Event and nothing is applied (no exception: no retry loop). An object of
+the same name that the resource does not own is never touched; the Ready condition says which.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -19,9 +20,10 @@ from typing import Any, Final, Literal
 import yaml
 
 from orchestrator.compatibility.rule import Finding
-from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
+from orchestrator.deploy.kubernetes_cluster import ApplyResult, KubernetesCluster
 from orchestrator.emitters.base import Manifest
 from orchestrator.errors import DeployError
+from orchestrator.operator import drift
 from orchestrator.operator.admission import IMAGE_RULE, SECRET_RULE, Admission
 from orchestrator.operator.metrics import RECONCILES
 from orchestrator.operator.objects import KINDS, Owner, owned_by, owned_manifests
@@ -44,7 +46,7 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
 )
 ReconcileTrigger = Literal["change", "loop"]
 """What asked for a reconcile: the resource changed (or the operator started), or the loop
-found an owned object missing or a foreign one gone."""
+found an owned object missing or changed by someone else, or a foreign one gone."""
 Emit = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an Event on the resource."""
 
@@ -62,8 +64,15 @@ def reconcile(
     source: CheckpointSource,
     cluster: KubernetesCluster,
     emit: Emit,
+    *,
+    drifted: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Plan and apply one resource; returns the status to merge-patch."""
+    """Plan and apply one resource; returns the status to merge-patch. Owned objects are applied
+    with force: a controller should always take back the fields of objects it owns, since no one
+    else resolves the conflict ("Using Server-Side Apply in a controller",
+    https://kubernetes.io/docs/reference/using-api/server-side-apply/).
+    `drifted` names the owned objects (`Kind/name`) the loop found changed by someone else:
+    a Warning Event `DriftCorrected` says which of their fields were taken back, from whom."""
     owner = owner_of(body)
     status = dict(body.get("status") or {})
     generation = (body.get("metadata") or {}).get("generation")
@@ -91,9 +100,12 @@ def reconcile(
     set_condition(conditions, "MemoryFits", *_memory(result), generation)
     active = active_variant(result.profile, status)
     manifests = owned_manifests(result, owner, active)
-    foreign = [m for m in manifests if _foreign(cluster, m, owner)]
+    before = {ref_name(m): cluster.live(m) for m in manifests}
+    foreign = [m for m in manifests if _foreign(before[ref_name(m)], owner)]
     applied = [m for m in manifests if m not in foreign]
-    cluster.apply(applied)
+    after = {f"{r.kind}/{r.name}": r.live for r in cluster.apply(applied, force_conflicts=True)}
+    if drifted:
+        _drift_corrected(drifted, before, after, emit)
     pruned = _prune(cluster, owner, object_refs(status, "owned", owner.namespace), applied)
     if pruned:
         emit("Normal", "Pruned", "deleted what the plan no longer has: " + ", ".join(pruned))
@@ -128,7 +140,7 @@ def reconcile(
     return {
         **out,
         "objects": {
-            "owned": [object_ref(m) for m in applied],
+            "owned": [owned_ref(m, after.get(ref_name(m))) for m in applied],
             "foreign": [object_ref(m) for m in foreign],
         },
         "conditions": conditions,
@@ -143,10 +155,12 @@ def counted_reconcile(
     source: CheckpointSource,
     cluster: KubernetesCluster,
     emit: Emit,
+    *,
+    drifted: Collection[str] = (),
 ) -> dict[str, Any]:
     """`reconcile`, counted in specdeploy_operator_reconciles_total by trigger and result."""
     try:
-        status = reconcile(body, source, cluster, emit)
+        status = reconcile(body, source, cluster, emit, drifted=drifted)
     except DeployError:
         RECONCILES.inc(trigger=trigger, result="cluster_error")
         raise
@@ -308,6 +322,34 @@ def object_ref(manifest: Manifest) -> dict[str, str]:
     return {"apiVersion": manifest.api_version, "kind": manifest.kind, "name": manifest.name}
 
 
+def owned_ref(manifest: Manifest, live: Mapping[str, Any] | None) -> dict[str, str]:
+    """`object_ref` with `fields`: the fingerprint of what specdeploy owns on the object as the
+    server answered the apply (`drift.fingerprint`), which the loop compares every interval."""
+    ref = object_ref(manifest)
+    if live:
+        ref["fields"] = drift.fingerprint(live)
+    return ref
+
+
+def refreshed_objects(status: Mapping[str, Any], results: list[ApplyResult]) -> dict[str, Any]:
+    """`status.objects` with the fingerprints of objects the loop applied itself (a switch or a
+    retune), so that its own apply is never taken for drift."""
+    found = status.get("objects")
+    objects: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+    listed = objects.get("owned")
+    fresh = {f"{r.kind}/{r.name}": drift.fingerprint(r.live) for r in results if r.live}
+    owned = []
+    for ref in listed if isinstance(listed, list) else []:
+        name = f"{ref.get('kind')}/{ref.get('name')}" if isinstance(ref, dict) else ""
+        owned.append({**ref, "fields": fresh[name]} if name in fresh else ref)
+    return {**objects, "owned": owned}
+
+
+def ref_name(manifest: Manifest) -> str:
+    """How Events and `Heal.drifted` name an object: `Kind/name`."""
+    return f"{manifest.kind}/{manifest.name}"
+
+
 #: The kinds the operator applies: the only ones it looks up from status, or deletes.
 MANAGED: Final = frozenset((k.api_version, k.kind) for k in KINDS)
 #: Most objects `status.objects` lists per group: a resource owns a handful.
@@ -341,21 +383,82 @@ def object_refs(
     return found
 
 
+@dataclass(frozen=True)
+class Heal:
+    """Why the loop plans and applies a resource again although its spec did not change."""
+
+    why: str = ""
+    """Objects deleted, or foreign ones gone: said in a Normal Event `Reconciled`."""
+    drifted: tuple[str, ...] = ()
+    """Owned objects (`Kind/name`) whose fields someone else changed: a Warning `DriftCorrected`."""
+
+
 def needs_reconcile(
     cluster: KubernetesCluster, owner: Owner, status: Mapping[str, Any]
-) -> str | None:
-    """Why the resource must be planned and applied again although its spec did not change, or
+) -> Heal | None:
+    """What the resource needs planned and applied again although its spec did not change, or
     None: every object it left to someone else is gone or now ours (the ForeignObject condition
-    would otherwise never clear), or an object it applied was deleted (healed within an
-    interval). kopf reconciles on spec changes only; the control loop asks this every interval."""
+    would otherwise never clear), an object it applied was deleted, or someone else changed the
+    fields specdeploy owns on one (`drift`); each is healed within an interval. kopf reconciles
+    on spec changes only; the control loop asks this every interval, with one read per object."""
     foreign = object_refs(status, "foreign", owner.namespace)
-    if foreign and not any(_foreign(cluster, m, owner) for m in foreign):
-        return "the objects that belonged to someone else are gone"
-    missing = [m for m in object_refs(status, "owned", owner.namespace) if cluster.live(m) is None]
-    if missing:
-        names = ", ".join(f"{m.kind}/{m.name}" for m in missing)
-        return f"{names} was deleted; recreated"
-    return None
+    if foreign and not any(_foreign(cluster.live(m), owner) for m in foreign):
+        return Heal(why="the objects that belonged to someone else are gone")
+    recorded = _fingerprints(status)
+    missing, drifted = [], []
+    for manifest in object_refs(status, "owned", owner.namespace):
+        live = cluster.live(manifest)
+        if live is None:
+            missing.append(ref_name(manifest))
+        elif drift.drifted(live, recorded.get(ref_name(manifest))):
+            drifted.append(ref_name(manifest))
+    if not missing and not drifted:
+        return None
+    why = f"{', '.join(missing)} was deleted; recreated" if missing else ""
+    return Heal(why=why, drifted=tuple(drifted))
+
+
+def _fingerprints(status: Mapping[str, Any]) -> dict[str, str]:
+    """`Kind/name` -> the `fields` fingerprint recorded in `status.objects.owned`."""
+    objects = status.get("objects")
+    listed = objects.get("owned") if isinstance(objects, dict) else None
+    return {
+        f"{ref.get('kind')}/{ref.get('name')}": ref["fields"]
+        for ref in (listed if isinstance(listed, list) else [])[:MAX_OBJECT_REFS]
+        if isinstance(ref, dict) and isinstance(ref.get("fields"), str)
+    }
+
+
+def _drift_corrected(
+    drifted: Collection[str],
+    before: Mapping[str, dict[str, Any] | None],
+    after: Mapping[str, dict[str, Any]],
+    emit: Emit,
+) -> None:
+    """The Warning Event for drift taken back: which objects, which fields, from whom."""
+    changes = {
+        name: drift.taken_back(before[name] or {}, after[name])
+        for name in drifted
+        if before.get(name) and after.get(name)  # else gone or foreign since the loop looked
+    }
+    unexplained = sorted(name for name, fields in changes.items() if not fields)
+    if unexplained:  # no field changed hands: the recorded fingerprint was not the object's own
+        emit(
+            "Normal",
+            "Reconciled",
+            f"{', '.join(unexplained)}: the fingerprint in status.objects.owned did not match "
+            "the fields specdeploy owns (status written by someone else?); applied and recorded "
+            "again",
+        )
+    taken = {name: fields for name, fields in changes.items() if fields}
+    if taken:
+        emit(
+            "Warning",
+            "DriftCorrected",
+            f"changed by another field manager: {drift.describe(taken)}; the operator applied "
+            "them again with force (field manager specdeploy), because it keeps what it owns as "
+            "the resource plans it. To change them, edit the SpeculativeDeployment's spec instead",
+        )
 
 
 def _prune(
@@ -377,8 +480,7 @@ def _prune(
     return deleted
 
 
-def _foreign(cluster: KubernetesCluster, manifest: Manifest, owner: Owner) -> bool:
-    live = cluster.live(manifest)
+def _foreign(live: dict[str, Any] | None, owner: Owner) -> bool:
     return live is not None and not owned_by(live, owner)
 
 

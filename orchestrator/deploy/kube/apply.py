@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from orchestrator.deploy.kube.client import KubeClient
@@ -32,6 +32,8 @@ class ApplyResult:
     namespace: str
     action: Action
     diff: str = ""
+    live: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The object as the server answered the apply (its managedFields say what specdeploy owns)."""
 
 
 def apply_each(
@@ -77,7 +79,7 @@ def _apply_one(
         ).to_dict()
     diff = object_diff(current, body, manifest.filename)
     action = _action(current, applied, diff, dry_run=server_dry_run)
-    return ApplyResult(manifest.kind, manifest.name, namespace, action, diff)
+    return ApplyResult(manifest.kind, manifest.name, namespace, action, diff, live=applied)
 
 
 def object_diff(current: dict[str, Any] | None, body: dict[str, Any], name: str) -> str:

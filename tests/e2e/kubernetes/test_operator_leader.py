@@ -50,8 +50,8 @@ class Replica:
             "POD_NAMESPACE": namespace,
         }
         argv = [
-            sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline", "-n", namespace,
-            "--leader-elect", "--lease-seconds", str(LEASE_S),
+            sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline",
+            "-n", namespace, "--leader-elect", "--lease-seconds", str(LEASE_S),
         ]  # fmt: skip
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
