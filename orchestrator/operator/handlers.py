@@ -154,7 +154,8 @@ def build_registry(cluster_factory: Any, source: InClusterCheckpoints) -> kopf.O
 
 
 def _interval(body: kopf.Body) -> float:
-    policy = body.get("policy") or {}
+    spec = body.get("spec")
+    policy = (spec.get("policy") if isinstance(spec, dict) else None) or {}
     try:
         return float(policy.get("interval_seconds") or DEFAULT_INTERVAL_S)
     except (TypeError, ValueError, AttributeError):

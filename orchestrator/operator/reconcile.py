@@ -189,9 +189,10 @@ def plan_resource(body: Mapping[str, Any], source: CheckpointSource) -> PlanResu
 
 
 def profile_of(body: Mapping[str, Any]) -> Profile:
-    """The profile a resource spells: its fields, with only the name and namespace of metadata."""
+    """The profile a resource spells: its spec, with only the name and namespace of metadata
+    (parse_profile reads a resource as a resource file is read)."""
     metadata = body.get("metadata") or {}
-    document = {k: v for k, v in body.items() if k not in ("status", "metadata")}
+    document = {k: v for k, v in body.items() if k != "status"}
     document["metadata"] = {k: metadata[k] for k in ("name", "namespace") if k in metadata}
     return parse_profile(yaml.safe_dump(document, sort_keys=False), resource_label(body))
 

@@ -122,6 +122,7 @@ def _profile_of_resource(data: dict[str, Any], marks: Marks, file: str) -> tuple
         return data, marks, ()
     misplaced = [k for k in data if k not in _RESOURCE_KEYS]
     spec = data.get("spec")
+
     def at(loc: Loc) -> tuple[int | None, int | None]:
         return marks.get(loc, (None, None))
 

@@ -82,7 +82,7 @@ def test_a_resource_gets_its_twins_its_traffic_split_and_its_conditions(
 
     # an update is planned again: generation 2 is observed and the twins change with it
     changed = resource(policy={"mode": "switch"})
-    changed["serving"]["max_concurrency"] = 4
+    changed["spec"]["serving"]["max_concurrency"] = 4
     api.put(*CR, changed)
     planned(api, operator, generation=2)
     tokens = argv(api.get(*DEPLOYMENTS, "default", NAME))
@@ -105,7 +105,7 @@ def test_an_invalid_resource_gets_a_condition_and_an_event_not_a_crash_loop(
     api: FakeCluster, operator: Operator
 ) -> None:
     broken = resource()
-    broken["proposer"]["num_speculative_token"] = 4  # a typo
+    broken["spec"]["proposer"]["num_speculative_token"] = 4  # a typo
     api.put(*CR, broken)
     status = planned(api, operator)
     validated = condition(status, "Validated")
@@ -113,7 +113,7 @@ def test_an_invalid_resource_gets_a_condition_and_an_event_not_a_crash_loop(
     [finding] = status["findings"]
     assert (
         finding["rule"] == "profile.unknown-field"
-        and finding["field"] == "proposer.num_speculative_token"
+        and finding["field"] == "spec.proposer.num_speculative_token"  # as kubectl edit shows it
     )
     assert "num_speculative_tokens" in finding["fix"]
     assert status["verdict"] == "Invalid"
@@ -125,7 +125,7 @@ def test_an_invalid_resource_gets_a_condition_and_an_event_not_a_crash_loop(
     status_patches = [r for r in api.requests if r[0] == "PATCH" and "/status" in r[1]]
     assert len(status_patches) <= 2 and operator.alive()  # handled once, not retried
 
-    del broken["proposer"]["num_speculative_token"]
+    del broken["spec"]["proposer"]["num_speculative_token"]
     api.put(*CR, broken)
     status = planned(api, operator, generation=2)
     assert condition(status, "Validated")["status"] == "True"
