@@ -104,6 +104,7 @@ def operator(
     from orchestrator.operator.leader import Timing
     from orchestrator.operator.run import Election, run_operator
 
+    _log_what_it_does()
     given = Admission.from_env()
     admission = Admission(given.images + allow_images, given.secrets + allow_secrets)
     os.environ.update(admission.env())  # read by every plan the handlers make
@@ -126,6 +127,22 @@ def operator(
         election=election,
         metrics_bind=metrics_bind,
     )
+
+
+def _log_what_it_does() -> None:
+    """The operator's own log at INFO (each Event it posts, Normal ones too) and kopf's at
+    WARNING, unless --debug already logs everything: a long-running process whose log is
+    silent tells an SRE nothing (issue 21)."""
+    import logging
+    import sys
+
+    root = logging.getLogger()
+    if root.handlers:  # --debug
+        return
+    logging.basicConfig(
+        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("kopf").setLevel(logging.WARNING)
 
 
 COMMANDS: tuple[click.Command, ...] = (operator,)

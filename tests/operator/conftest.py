@@ -56,7 +56,7 @@ class Operator:
         self.log = tmp_path / "operator.log"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, *args: str) -> None:
+    def start(self, *args: str, debug: bool = True) -> None:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -66,7 +66,15 @@ class Operator:
         }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline", *args],
+                [
+                    sys.executable,
+                    "-m",
+                    "orchestrator",
+                    *(["--debug"] if debug else []),
+                    "operator",
+                    "--offline",
+                    *args,
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -1,4 +1,5 @@
-"""SIGTERM stops the operator at once, as a pod's termination needs.
+"""What a pod's operator process does on its own: it logs what it does without --debug, and
+SIGTERM stops it at once, as a pod's termination needs.
 
 kopf 1.x, stopped by a signal, leaves the task that waits for an operator's stop flag pending and
 waits 5 s for it before the process exits (kopf/_core/reactor/running.py, `run_tasks`); the
@@ -29,3 +30,19 @@ def test_sigterm_stops_the_operator_without_kopfs_five_second_wait(
         took = time.monotonic() - began
     assert took < 3.0, f"the operator took {took:.1f} s to stop on SIGTERM"
     assert "Hung tasks stopping is skipped" in operator.output()
+
+
+def test_without_debug_its_log_says_what_it_did_and_not_kopf_s_chatter(
+    api: FakeCluster, tmp_path: Path
+) -> None:
+    operator = Operator(api, tmp_path)
+    operator.start(debug=False)
+    try:
+        api.put(*CR, resource(policy={"mode": "static"}))
+        wait_for("the resource to be planned", lambda: status_of(api).get("verdict"), operator)
+        wait_for("its Applied line", lambda: ": Applied: applied" in operator.output(), operator)
+    finally:
+        operator.stop()
+    log = operator.output()
+    assert "INFO specdeploy.operator: default/" in log  # a Normal Event, in the log too
+    assert "DEBUG" not in log and "INFO kopf" not in log, log[-2000:]
