@@ -45,13 +45,14 @@ PROFILE = """\
 apiVersion: specdeploy.io/v1
 kind: SpeculativeDeployment
 metadata: {{name: {name}, namespace: {namespace}}}
-engine: {{name: vllm, version: "0.32.0"}}
-target: {{model: Qwen/Qwen3-8B, revision: b968826d9c46dd6066d109eabc6255188de91218}}
-proposer: {{method: ngram, num_speculative_tokens: 4}}
-hardware: {{gpu: L40S}}
-serving: {{max_model_len: 8192, max_concurrency: 8}}
-deploy: {{baseline: true}}
-policy: {{mode: static, interval_seconds: 30}}
+spec:
+  engine: {{name: vllm, version: "0.32.0"}}
+  target: {{model: Qwen/Qwen3-8B, revision: b968826d9c46dd6066d109eabc6255188de91218}}
+  proposer: {{method: ngram, num_speculative_tokens: 4}}
+  hardware: {{gpu: L40S}}
+  serving: {{max_model_len: 8192, max_concurrency: 8}}
+  deploy: {{baseline: true}}
+  policy: {{mode: static, interval_seconds: 30}}
 """
 GPUS_PER_NODE = 8
 
