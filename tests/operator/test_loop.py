@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.operator.crd import custom_resource_definition
 from orchestrator.operator.rbac import LEADER_RULES, RULES
 from tests.operator.conftest import (
     CR,
@@ -197,6 +198,11 @@ def test_the_chart_lints_and_renders_both_scopes(helm: list[str]) -> None:
         "Deployment",
         "CustomResourceDefinition",  # a template: `helm upgrade` updates it
     }
+    [crd] = [d for d in clusterwide if d["kind"] == "CustomResourceDefinition"]
+    assert crd == custom_resource_definition()  # what --print-crd prints, kept on uninstall
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    left_to_an_admin = helm_run(helm, "template", "t", chart, "--set", "crd.install=false")
+    assert "CustomResourceDefinition" not in left_to_an_admin
 
 
 def test_the_chart_grants_exactly_the_operators_rules(helm: list[str]) -> None:
