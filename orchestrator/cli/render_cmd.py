@@ -16,6 +16,7 @@ from orchestrator.cli.options import (
     strict_option,
 )
 from orchestrator.deploy.dry_run_files import MARKER, render_files, write_file, write_files
+from orchestrator.emitters.base import Emitter, emitter_for
 from orchestrator.manifests.helm import helm_values_yaml
 from orchestrator.output import plan_document, text_report
 from orchestrator.plan.build import load_and_plan
@@ -75,6 +76,8 @@ def render(
     else:
         click.echo(text_report(plan, strict=strict), err=code != 0)
         _print_written(plan, written, out_dir)
+        if written and isinstance(plan, DeploymentPlan):
+            _print_chart_installs(emitter_for(platform, platform_option), plan, out_dir)
     click.get_current_context().exit(code)
 
 
@@ -86,6 +89,15 @@ def _print_written(plan: PlanResult, written: list[Path], out_dir: Path) -> None
     for path in written:
         click.echo(f"  {path}")
     click.echo(f"launch: {shell_line(plan.launch.argv, plan.launch.env)}")
+
+
+def _print_chart_installs(emitter: Emitter, plan: DeploymentPlan, out_dir: Path) -> None:
+    installs = emitter.chart_installs(plan, values_dir=str(out_dir))
+    if installs is None:
+        return
+    click.echo(f"then install {installs.what}:")
+    for command in installs.commands:
+        click.echo(f"  {command}")
 
 
 COMMANDS: tuple[click.Command, ...] = (render,)

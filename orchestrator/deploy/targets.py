@@ -10,6 +10,7 @@ from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
 from orchestrator.emitters.base import Emitter
 from orchestrator.plan.types import DeploymentPlan
 from orchestrator.runner.base import RunOptions
+from orchestrator.shell_text import shell_line
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,26 @@ class ClusterTarget:
             echo(f"{result.kind.lower()}/{result.name} {result.action}{suffix}")
             if result.diff and result.action != "created":
                 echo(result.diff.rstrip("\n"))
+        self._echo_chart_installs(plan, echo)
         if self.wait_timeout is not None and not self.server_dry_run:
             self.cluster.wait(
                 plan.profile, timeout=self.wait_timeout, echo=echo, namespace=self.namespace
             )
             echo(f"{plan.profile.metadata.name} is ready")
+
+    def _echo_chart_installs(self, plan: DeploymentPlan, echo: Echo) -> None:
+        installs = self.emitter.chart_installs(plan, values_dir="DIR", namespace=self.namespace)
+        if installs is None:
+            return
+        platform = self.emitter.name
+        echo(f"not applied: {installs.what}")
+        echo(f"  why: {installs.why}")
+        render = shell_line(
+            ("specdeploy", "render", str(plan.profile_path), "--platform", platform, "--out", "DIR")
+        )
+        echo(f"  fix: `{render}`, then:")
+        for command in installs.commands:
+            echo(f"         {command}")
 
 
 @dataclass(frozen=True)

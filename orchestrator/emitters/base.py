@@ -40,6 +40,19 @@ class ResourceKind:
     """What that condition covers on this platform, shown by `status` while it is not True."""
 
 
+@dataclass(frozen=True)
+class ChartInstalls:
+    """Objects a platform's own Helm chart makes from values `render` writes, and how to
+    install them: `apply` applies everything else and prints this."""
+
+    what: str
+    """The objects, as a noun phrase ("each twin's InferencePool and its endpoint picker")."""
+    why: str
+    """Why specdeploy leaves them to the chart, and what fails until they are installed."""
+    commands: tuple[str, ...]
+    """One `helm install` line per release."""
+
+
 class ManifestError(ValueError):
     """An emitter produced something that is not a Kubernetes object (a bug in the emitter)."""
 
@@ -100,6 +113,13 @@ class Emitter(Protocol):
 
     def files(self, plan: DeploymentPlan) -> dict[str, str]:
         """What `render --out DIR` writes for this platform: relative path -> content."""
+        ...
+
+    def chart_installs(
+        self, plan: DeploymentPlan, *, values_dir: str, namespace: str | None = None
+    ) -> ChartInstalls | None:
+        """What a platform chart makes from the values `render` writes under `values_dir`, which
+        `apply` does not apply, and the `helm install` lines; None when there is nothing."""
         ...
 
     def configured(self, options: Mapping[str, str]) -> Emitter:

@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from orchestrator.emitters.base import Manifest, ResourceKind, manifest_files, sort_for_apply
+from orchestrator.emitters.base import (
+    ChartInstalls,
+    Manifest,
+    ResourceKind,
+    manifest_files,
+    sort_for_apply,
+)
 from orchestrator.engines.names import ENGINE_NAMES, EngineName
 from orchestrator.errors import IncompatibleError, OrchestratorError
 
@@ -101,6 +107,13 @@ class PlatformEmitter:
 
     def files(self, plan: DeploymentPlan) -> dict[str, str]:
         return manifest_files(self.emit(plan))
+
+    def chart_installs(
+        self, plan: DeploymentPlan, *, values_dir: str, namespace: str | None = None
+    ) -> ChartInstalls | None:
+        """What a platform chart makes from the values `render` writes under `values_dir`, which
+        neither `render`'s manifests nor `apply` carry; none here."""
+        return None
 
     def build(self, plan: DeploymentPlan) -> list[Manifest]:
         """The platform's objects, in any order (`emit` sorts them)."""
