@@ -1,5 +1,6 @@
-"""The `llm-d` platform: a Kustomize overlay in the shape of llm-d's model-server recipes, with an
-InferencePool per twin and, for an A/B, an HTTPRoute with weighted backendRefs to the pools.
+"""The `llm-d` platform: a Kustomize overlay in the shape of llm-d's model-server recipes, values
+for llm-d's router chart per twin (its InferencePool and endpoint picker) and, for an A/B, an
+HTTPRoute with weighted backendRefs to the pools.
 
 llm-d (v0.7 on) ships model servers as Kustomize recipes instead of the modelservice Helm chart:
 a base workload named `decode` labelled `llm-d.ai/role: decode` (a Deployment on one host, a
@@ -7,11 +8,35 @@ LeaderWorkerSet across hosts: guides/recipes/modelserver/base/{single,multi}-hos
 `modelserver` container carries the `REPLACE_MODEL_SERVER_IMAGE` placeholder, and overlays that
 patch in the engine. `render --platform llm-d` writes that layout under llm-d/: base/ (the recipe
 workload), one overlay per twin (namePrefix `<twin>-`, a strategic-merge patch with the exact
-launch, GPUs, node placement and HF token), and a top-level kustomization adding the
-InferencePools (inference.networking.k8s.io/v1) and the split route. `kubectl kustomize llm-d/`
-yields exactly the objects `apply --platform llm-d` applies (tests/unit/emitters/test_llmd.py
-runs the real kubectl to show it). Each pool names an endpoint picker Service `<twin>-epp`
-(port 9002, the Gateway API Inference Extension's default), which specdeploy does not render.
+launch, GPUs, node placement and HF token), and a top-level kustomization adding the TensorRT-LLM
+ConfigMaps and the split route. `kubectl kustomize llm-d/` yields exactly the objects `apply --platform llm-d`
+applies (tests/unit/emitters/test_llmd.py runs the real kubectl to show it).
+
+Each twin's InferencePool and its endpoint picker (EPP) come from llm-d's router chart, as in
+llm-d's guides, not from specdeploy: `render` writes `llm-d/router-<twin>.values.yaml` and prints
+the `helm install <twin> oci://ghcr.io/llm-d/charts/llm-d-router-gateway --version v0.10.0` line
+for each. The guides install the pool and EPP with that chart (guides/optimized-baseline/guide.yaml
+0f055806e266f913d910e27922a35afff2e72a0e, `deploy.gateway`: `helm install ${GUIDE_NAME}
+${ROUTER_GATEWAY_CHART} -f recipes/router/base.values.yaml -f <guide>/router/<guide>.values.yaml`;
+the chart coordinates in guides/env.sh 14ecef089c9f17e7da62a885e7dbb094ef9f9461, and the release
+v0.10.0 that llm-d v0.9.0's guides/env.sh pins, "llm-d v0.9.0 ships router component v0.10.0").
+Earlier llm-d guides used the Gateway API Inference Extension's own `inferencepool` chart (v1.5.0,
+guides/optimized-baseline/README.md bb6cec093b6e85cb6659ae0011748492ff747fec), which likewise
+names the pool after the release and its EPP `<release>-epp`
+(kubernetes-sigs/gateway-api-inference-extension config/charts/inferencepool/templates/
+inferencepool.yaml 13113fb28ac6e975be14d92e069c7d0b6be48e64); rendering our own pool next to
+either chart would collide with the chart's by name. In the llm-d-router chart (llm-d/llm-d-router
+config/charts/routerlib/templates/_inferencepool.yaml 58b18bacdcfdad45cd7449f9697b756257726e3e,
+_helpers.tpl 1acafb46856b1ea1403481f3dbe24356d1e949d3, values.yaml
+17a368a5de80fa1f8357229171a7a05ae009628b) the pool is named after the release, selects
+`router.modelServers.matchLabels` (required: `validations.gateway.common`), targets
+`router.modelServers.targetPorts`, and points at `<release>-epp` on `router.epp.extProcPort`
+(9002); the EPP (`ghcr.io/llm-d/llm-d-router-endpoint-picker`, its Service, RBAC and the plugins
+ConfigMap `default-plugins.yaml`: queue, kv-cache-utilization and prefix-cache scorers) reads
+load with `router.modelServers.type` (vllm, sglang, trtllm-serve) from
+`router.epp.metricsDataSource.path`. So the release is named after the twin, and the pool keeps
+the name the HTTPRoute's backendRefs give it. `provider.name: none` and `httpRoute.create: false`
+leave the Gateway and its route to the user (with a split, to our HTTPRoute).
 
 vLLM, SGLang and TensorRT-LLM are llm-d model servers from v0.8.0 (its optimized-baseline guide:
 SGLang by llm-d/llm-d#1712, TensorRT-LLM by #1866, merged 2026-06-18), each patched over the
@@ -43,7 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import yaml
 
-from orchestrator.emitters.base import Manifest, ResourceKind, canonical_yaml
+from orchestrator.emitters.base import ChartInstalls, Manifest, ResourceKind, canonical_yaml
 from orchestrator.emitters.platform import (
     INFERENCE_API_GROUP,
     PlatformEmitter,
@@ -54,7 +79,7 @@ from orchestrator.emitters.platform import (
     twins,
 )
 from orchestrator.emitters.traffic import HTTP_ROUTE, Backend, split_route
-from orchestrator.manifests.context import profile_selector
+from orchestrator.shell_text import shell_line
 
 if TYPE_CHECKING:
     from orchestrator.engines.names import EngineName
@@ -75,25 +100,38 @@ PROGRAMS: Final[Mapping[EngineName, tuple[str, ...]]] = {
     "sglang": ("python3", "-m", "sglang.launch_server"),
     "trtllm": ("trtllm-serve",),
 }
-#: The endpoint picker's gRPC port in the Gateway API Inference Extension (config/manifests).
-EPP_PORT: Final = 9002
+#: llm-d's router chart in Gateway mode and the release this module's values are written for
+#: (guides/env.sh: ROUTER_GATEWAY_CHART, ROUTER_CHART_VERSION; sources in the module docstring).
+ROUTER_CHART: Final = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
+ROUTER_CHART_VERSION: Final = "v0.10.0"
+#: `router.modelServers.type` per engine: the name the EPP's core-metrics-extractor maps load
+#: metrics by (routerlib values.yaml: vllm, sglang, triton-tensorrt-llm, trtllm-serve, triton).
+MODEL_SERVER_TYPES: Final[Mapping[EngineName, str]] = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "trtllm": "trtllm-serve",
+}
+#: Where the EPP scrapes an engine's Prometheus metrics when not the chart's `/metrics`:
+#: TensorRT-LLM serves JSON there and Prometheus at /prometheus/metrics (llm-d
+#: router/optimized-baseline-trtllm.values.yaml 2ad7f919965bcbc6e48f7567f89fe8af6ff40899).
+METRICS_PATHS: Final[Mapping[EngineName, str]] = {"trtllm": "/prometheus/metrics"}
+#: The label on a LeaderWorkerSet's leader pods (ours and llm-d's multi-host base): only the
+#: leader serves HTTP, so the pool selects it and not the workers.
+LEADER_LABEL: Final = {"role": "leader"}
+#: Helm's limit on a release name (Helm 4.1.4 `helm template` refuses 54: "the length must not
+#: be longer than 53"); the release, and so the pool, is named after the twin.
+MAX_RELEASE_NAME: Final = 53
 SOURCE: Final = "orchestrator/emitters/llmd.py"
 
 
 class LlmdEmitter(PlatformEmitter):
-    """llm-d model servers (Kustomize), InferencePools and the weighted HTTPRoute."""
+    """llm-d model servers (Kustomize), router chart values per twin, the weighted HTTPRoute."""
 
     name: ClassVar[str] = "llm-d"
     kinds: ClassVar[tuple[ResourceKind, ...]] = (
         ResourceKind("v1", "ConfigMap"),
         ResourceKind("apps/v1", "Deployment", workload=True),
         ResourceKind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", workload=True),
-        ResourceKind(
-            f"{INFERENCE_API_GROUP}/v1",
-            "InferencePool",
-            ready_condition="Accepted",
-            ready_means="a Gateway accepted the pool (status.parents[].conditions)",
-        ),
         HTTP_ROUTE,
     )
     splits_traffic: ClassVar[bool] = True
@@ -111,9 +149,22 @@ class LlmdEmitter(PlatformEmitter):
                 config = twin.ctx.config_map.dump()
                 body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
                 out.append(Manifest.parse(body, source=SOURCE))
-            out.append(Manifest.parse(_pool(plan, twin), source=SOURCE))
         route = self._route(plan)
         return out if route is None else [*out, route]
+
+    def check(self, plan: DeploymentPlan) -> None:
+        super().check(plan)
+        for twin in twins(plan):
+            if len(twin.name) > MAX_RELEASE_NAME:
+                raise self.refusal(
+                    f"metadata.name={plan.profile.metadata.name}: the {twin.ctx.variant} twin's "
+                    f"router release and InferencePool would be named {twin.name!r} "
+                    f"({len(twin.name)} characters)",
+                    why=f"`helm install` refuses release names over {MAX_RELEASE_NAME} "
+                    "characters, so the twin would get no pool or endpoint picker",
+                    fix=f"shorten metadata.name to at most {MAX_RELEASE_NAME - len(twin.name) + len(plan.profile.metadata.name)} characters",
+                    field="metadata.name",
+                )
 
     def files(self, plan: DeploymentPlan) -> dict[str, str]:
         self.check(plan)
@@ -127,8 +178,7 @@ class LlmdEmitter(PlatformEmitter):
             files[f"llm-d/{variant}/patch-engine.yaml"] = canonical_yaml(_patch(twin))
             files[f"llm-d/{variant}/base/kustomization.yaml"] = _dump(_base_kustomization())
             files[f"llm-d/{variant}/base/decode.yaml"] = canonical_yaml(_base(twin))
-            files[f"llm-d/inferencepool-{twin.name}.yaml"] = canonical_yaml(_pool(plan, twin))
-            resources.append(f"inferencepool-{twin.name}.yaml")
+            files[router_values_path(twin)] = _dump(router_values(twin))
             if twin.ctx.config_map is not None:
                 config = twin.ctx.config_map.dump()
                 body = {"apiVersion": "v1", "kind": "ConfigMap", **config}
@@ -141,6 +191,32 @@ class LlmdEmitter(PlatformEmitter):
         top = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
         files["llm-d/kustomization.yaml"] = _dump({**top, "resources": resources})
         return files
+
+    def chart_installs(
+        self, plan: DeploymentPlan, *, values_dir: str, namespace: str | None = None
+    ) -> ChartInstalls:
+        """llm-d's router chart, one release per twin named after it, from the values `render`
+        writes under `values_dir`."""
+        namespace = namespace or plan.profile.metadata.namespace
+        scope = ("-n", namespace) if namespace else ()
+        directory = values_dir.rstrip("/")
+        commands = tuple(
+            shell_line(
+                [
+                    *("helm", "install", twin.name, ROUTER_CHART),
+                    *("--version", ROUTER_CHART_VERSION, *scope),
+                    *("-f", f"{directory}/{router_values_path(twin)}"),
+                ]
+            )
+            for twin in twins(plan)
+        )
+        return ChartInstalls(
+            what="each twin's InferencePool and its endpoint picker (llm-d's router chart)",
+            why="llm-d installs a pool with its endpoint picker through its router chart, and a "
+            "pool of ours would collide with the chart's by name; until they are installed, a "
+            "Gateway has no pool or picker to send requests to",
+            commands=commands,
+        )
 
     def _route(self, plan: DeploymentPlan) -> Manifest | None:
         backends = [
@@ -250,27 +326,30 @@ def _selector(twin: Twin) -> dict[str, str]:
     return {**ROLE_LABEL, MODEL_LABEL: twin.name, **twin.ctx.selector}
 
 
-def _pool(plan: DeploymentPlan, twin: Twin) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": twin.name,
-        "labels": {
-            **profile_selector(plan.profile),
-            "app.kubernetes.io/part-of": plan.profile.metadata.name,
-        },
-    }
-    if "namespace" in twin.ctx.metadata:
-        meta["namespace"] = twin.ctx.metadata["namespace"]
-    spec = {
-        "selector": {"matchLabels": {**ROLE_LABEL, MODEL_LABEL: twin.name}},
+def router_values_path(twin: Twin) -> str:
+    return f"llm-d/router-{twin.name}.values.yaml"
+
+
+def router_values(twin: Twin) -> dict[str, Any]:
+    """Values of llm-d's router chart for one twin, installed as release `<twin>`: a pool named
+    after the twin selecting exactly its serving pods on the engine's port, and its EPP."""
+    engine = twin.launch.engine
+    servers: dict[str, Any] = {
+        "type": MODEL_SERVER_TYPES[engine],
+        "protocol": "http",
         "targetPorts": [{"number": twin.launch.port}],
-        "endpointPickerRef": {"name": f"{twin.name}-epp", "port": {"number": EPP_PORT}},
+        "matchLabels": pool_selector(twin),
     }
-    return {
-        "apiVersion": f"{INFERENCE_API_GROUP}/v1",
-        "kind": "InferencePool",
-        "metadata": meta,
-        "spec": spec,
-    }
+    router: dict[str, Any] = {"modelServers": servers}
+    if engine in METRICS_PATHS:
+        router["epp"] = {"metricsDataSource": {"path": METRICS_PATHS[engine]}}
+    return {"router": router, "provider": {"name": "none"}, "httpRoute": {"create": False}}
+
+
+def pool_selector(twin: Twin) -> dict[str, str]:
+    """The workload's own pod selector; across nodes, its leader pods only."""
+    leader = LEADER_LABEL if twin.ctx.worker is not None else {}
+    return {**_selector(twin), **leader}
 
 
 def _overlay(twin: Twin) -> dict[str, Any]:

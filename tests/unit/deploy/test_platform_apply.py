@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
 
 from orchestrator.cli import cli
+from orchestrator.emitters.llmd import ROUTER_CHART, ROUTER_CHART_VERSION
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.deploy.fake_kube import RESOURCES, FakeKube
 from tests.unit.deploy.test_deploy_cmd import kubeconfig
@@ -52,7 +53,7 @@ def _env(httpserver: HTTPServer, tmp_path: Path) -> dict[str, str]:
         (
             DRAFT,
             "llm-d",
-            ("apis/inference.networking.k8s.io/v1", "inferencepools", "llm", "qwen3-4b-draft"),
+            ("apis/apps/v1", "deployments", "llm", "qwen3-4b-draft-decode"),
         ),
     ],
 )
@@ -172,7 +173,12 @@ def test_split_route_is_applied_after_the_twins(
     )
     assert done.exit_code == 0, done.output
     patches = [p.split("?")[0].split("/")[-2] for m, p in fake_kube.requests if m == "PATCH"]
-    assert patches[-1] == "httproutes" and patches.index("inferencepools") < len(patches) - 1
+    assert patches[-1] == "httproutes" and patches.index("deployments") < len(patches) - 1
+    assert "inferencepools" not in patches  # llm-d's router chart makes them, and apply says so
+    assert "not applied: each twin's InferencePool and its endpoint picker" in done.output
+    assert "  why: " in done.output and "  fix: `specdeploy render " in done.output
+    assert f"helm install test {ROUTER_CHART} --version {ROUTER_CHART_VERSION}" in done.output
+    assert "Traceback" not in done.output
 
 
 @pytest.mark.parametrize(

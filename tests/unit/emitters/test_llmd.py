@@ -18,13 +18,21 @@ import yaml
 
 from orchestrator.deploy.dry_run_files import write_files
 from orchestrator.emitters.base import emitter_for
-from orchestrator.emitters.llmd import IMAGE_PLACEHOLDER, PROGRAMS
+from orchestrator.emitters.llmd import (
+    IMAGE_PLACEHOLDER,
+    PROGRAMS,
+    ROUTER_CHART,
+    ROUTER_CHART_VERSION,
+)
+from orchestrator.errors import IncompatibleError
 from orchestrator.plan.types import DeploymentPlan
 from tests.conformance.conftest import repo_tiny_models, sglang_referee, stand_ins
 from tests.conformance.referee import Referee, StandIns, flag_value, swap_sglang_models
 from tests.conformance.trtllm_referee import Referee as TrtllmReferee
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, at_release, tool
+from tests.unit.emitters.llmd_router_chart import chart_pool, chart_pools, chart_refusals
+from tests.unit.emitters.referees import crd_errors
 from tests.unit.manifests.conftest import valid_plan, validate_object
 
 __all__ = ["repo_tiny_models", "sglang_referee", "stand_ins"]  # the referee fixtures, used here
@@ -202,3 +210,107 @@ def test_every_engine_launch_starts_with_the_program_llmd_puts_in_command(tmp_pa
         plan = valid_plan(profile)
         program = list(PROGRAMS[plan.profile.engine.name])
         assert list(plan.manifests.variants[0].pod.command)[: len(program)] == program
+
+
+def _pod_templates(built: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, str]]]:
+    """(workload, role, pod labels) of every pod template the built tree runs."""
+    templates = []
+    for obj in built:
+        name, spec = obj["metadata"]["name"], obj["spec"]
+        if obj["kind"] == "Deployment":
+            templates.append((name, "server", spec["template"]["metadata"]["labels"]))
+        elif obj["kind"] == "LeaderWorkerSet":
+            group = spec["leaderWorkerTemplate"]
+            templates.append((name, "server", group["leaderTemplate"]["metadata"]["labels"]))
+            templates.append((name, "worker", group["workerTemplate"]["metadata"]["labels"]))
+    return templates
+
+
+@pytest.mark.parametrize(("deploy", "hardware"), [(SPLIT, {}), ({"baseline": True}, MULTI_NODE)])
+def test_each_router_release_selects_exactly_its_twins_serving_pods(
+    tmp_path: Path, deploy: dict[str, Any], hardware: dict[str, Any]
+) -> None:
+    """The pool llm-d's router chart makes from each values file selects the serving pods of its
+    twin (a LeaderWorkerSet's leaders, not its workers) and no other pod the tree builds, on
+    the port the engine listens on, under the name the HTTPRoute sends traffic to."""
+    plan = valid_plan(write_profile(tmp_path, deploy=deploy, hardware=hardware))
+    files = emitter_for("llm-d").files(plan)
+    write_files(files, tmp_path / "out")
+    built = kustomize(tmp_path / "out" / "llm-d")
+    pools = chart_pools(files, namespace="llm")
+    assert sorted(pools) == ["test", "test-baseline"]
+    templates = _pod_templates(built)
+    for release, pool in pools.items():
+        selector = pool["spec"]["selector"]["matchLabels"]
+        selected = [
+            (w, role) for w, role, labels in templates if selector.items() <= labels.items()
+        ]
+        assert selected == [(f"{release}-decode", "server")], (release, selected)
+        (workload,) = [o for o in built if o["metadata"]["name"] == f"{release}-decode"]
+        pod = (
+            workload["spec"].get("template")
+            or workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        )
+        (server,) = [c for c in pod["spec"]["containers"] if c.get("ports")]
+        ports = [{"number": p["containerPort"]} for p in server["ports"]]
+        assert pool["spec"]["targetPorts"] == ports == [{"number": 8000}]
+        assert pool["spec"]["endpointPickerRef"]["name"] == f"{release}-epp"
+        assert crd_errors(pool) == [], release  # the GIE CRD takes the chart's pool
+    if deploy.get("baseline_traffic_percent"):
+        (route,) = [o for o in built if o["kind"] == "HTTPRoute"]
+        refs = route["spec"]["rules"][0]["backendRefs"]
+        assert [(r["kind"], r["name"]) for r in refs] == [("InferencePool", n) for n in pools]
+    assert not [o for o in built if o["kind"] == "InferencePool"]  # the chart's, not ours
+
+
+def test_a_seeded_empty_selector_is_refused_by_the_chart_and_the_crd(tmp_path: Path) -> None:
+    plan = valid_plan(write_profile(tmp_path))
+    files = emitter_for("llm-d").files(plan)
+    (path,) = [p for p in files if p.startswith("llm-d/router-")]
+    values = yaml.safe_load(files[path])
+    pool = chart_pool(values, release="test", namespace="llm")
+    pool["spec"]["selector"]["matchLabels"] = {}
+    assert any(".spec.selector.matchLabels" in e for e in crd_errors(pool))
+    del values["router"]["modelServers"]["matchLabels"]
+    assert chart_refusals(values) == [".Values.router.modelServers.matchLabels is required"]
+
+
+def test_the_router_reads_each_engines_load_as_llmd_configures_it(tmp_path: Path) -> None:
+    for profile, kind, path in (
+        (SGLANG, "sglang", None),
+        (TRTLLM, "trtllm-serve", "/prometheus/metrics"),
+        (REPO_ROOT / "profiles" / "vllm-qwen3-8b-ngram.yaml", "vllm", None),
+    ):
+        files = emitter_for("llm-d").files(valid_plan(profile))
+        for name, text in files.items():
+            if name.startswith("llm-d/router-"):
+                router = yaml.safe_load(text)["router"]
+                assert router["modelServers"]["type"] == kind
+                assert router.get("epp", {}).get("metricsDataSource", {}).get("path") == path
+
+
+def test_a_twin_name_helm_cannot_install_is_refused(tmp_path: Path) -> None:
+    name = "m" * 46  # valid metadata.name; its baseline twin is 55 characters
+    profile = write_profile(tmp_path, deploy={"baseline": True})
+    document = yaml.safe_load(profile.read_text())
+    document["metadata"]["name"] = name
+    profile.write_text(yaml.safe_dump(document))
+    with pytest.raises(IncompatibleError, match="55 characters") as caught:
+        emitter_for("llm-d").files(valid_plan(profile))
+    assert caught.value.field == "metadata.name"
+    assert "at most 44 characters" in caught.value.fix
+
+
+def test_render_and_apply_say_what_to_helm_install(tmp_path: Path) -> None:
+    plan = valid_plan(write_profile(tmp_path, deploy=SPLIT))
+    installs = emitter_for("llm-d").chart_installs(plan, values_dir="out/")
+    assert installs is not None
+    assert list(installs.commands) == [
+        f"helm install {twin} {ROUTER_CHART} --version {ROUTER_CHART_VERSION} "
+        f"-f out/llm-d/router-{twin}.values.yaml"
+        for twin in ("test", "test-baseline")
+    ]
+    scoped = emitter_for("llm-d").chart_installs(plan, values_dir="out", namespace="team")
+    assert scoped is not None and " --version v0.10.0 -n team -f out/" in scoped.commands[0]
+    files = emitter_for("llm-d").files(plan)
+    assert all(c.split(" -f ")[1].removeprefix("out/") in files for c in installs.commands)

@@ -23,6 +23,7 @@ from orchestrator.errors import IncompatibleError
 from orchestrator.plan.types import DeploymentPlan
 from tests.support import EXAMPLE_PROFILES, write_profile
 from tests.unit.emitters.conftest import at_release
+from tests.unit.emitters.llmd_router_chart import chart_pools
 from tests.unit.emitters.referees import (
     PUBLISHED_VALUES_SCHEMA,
     TRANSCRIBED,
@@ -67,12 +68,17 @@ def plan_for(case: str, tmp_path: Path, release: str | None = None) -> Deploymen
 
 
 def emitted(platform: str, plan: DeploymentPlan, **options: str) -> list[dict[str, Any]]:
-    """What the platform emits for the plan (production-stack: its values files); raises
+    """What the platform emits for the plan (production-stack: its values files; llm-d: also
+    the InferencePools its router chart makes from the values files); raises
     IncompatibleError when the platform refuses the profile."""
     emitter = emitter_for(platform, options)
     if platform == "production-stack":
         return [yaml.safe_load(v) for v in emitter.files(plan).values()]
-    return [m.body for m in emitter.emit(plan)]
+    bodies = [m.body for m in emitter.emit(plan)]
+    if platform == "llm-d":  # and the pools llm-d's router chart makes from our values
+        namespace = plan.profile.metadata.namespace or "default"
+        bodies += chart_pools(emitter.files(plan), namespace=namespace).values()
+    return bodies
 
 
 def objects(platform: str, plan: DeploymentPlan, **options: str) -> list[dict[str, Any]]:
