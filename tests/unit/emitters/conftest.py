@@ -23,6 +23,17 @@ ParseVllm = Callable[[list[list[str]]], list[dict[str, object]]]
 @pytest.fixture(scope="session")
 def parse_vllm() -> ParseVllm:
     """vLLM 0.32.0's own argument parser over argvs (tokens after `vllm serve`), in one process."""
+    return vllm_parser()
+
+
+@pytest.fixture(scope="session")
+def parse_vllm_engine_args() -> ParseVllm:
+    """vLLM 0.32.0's engine-only parser (`AsyncEngineArgs.add_cli_args`) over argvs, in one
+    process: the parser Dynamo's vLLM worker hands the tokens it does not take."""
+    return vllm_parser("--engine-args")
+
+
+def vllm_parser(*options: str) -> ParseVllm:
     if not VLLM_PYTHON.exists():
         pytest.skip(
             f"vLLM referee venv {VLLM_PYTHON.parent.parent} is missing (.ci/install-referees.sh)"
@@ -30,7 +41,7 @@ def parse_vllm() -> ParseVllm:
 
     def parse(argvs: list[list[str]]) -> list[dict[str, object]]:
         done = subprocess.run(
-            [str(VLLM_PYTHON), str(HERE / "vllm_parse.py")],
+            [str(VLLM_PYTHON), str(HERE / "vllm_parse.py"), *options],
             input=json.dumps(argvs),
             capture_output=True,
             text=True,
