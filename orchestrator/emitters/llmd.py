@@ -101,19 +101,22 @@ PROGRAMS: Final[Mapping[EngineName, tuple[str, ...]]] = {
     "trtllm": ("trtllm-serve",),
 }
 #: llm-d's router chart in Gateway mode and the release this module's values are written for
-#: (guides/env.sh: ROUTER_GATEWAY_CHART, ROUTER_CHART_VERSION; sources in the module docstring).
+#: (ROUTER_GATEWAY_CHART, ROUTER_CHART_VERSION in
+#: https://github.com/llm-d/llm-d/blob/14ecef089c9f17e7da62a885e7dbb094ef9f9461/guides/env.sh;
+#: the v0.10.0 pin: the module docstring).
 ROUTER_CHART: Final = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
 ROUTER_CHART_VERSION: Final = "v0.10.0"
 #: `router.modelServers.type` per engine: the name the EPP's core-metrics-extractor maps load
-#: metrics by (routerlib values.yaml: vllm, sglang, triton-tensorrt-llm, trtllm-serve, triton).
+#: metrics by (vllm, sglang, triton-tensorrt-llm, trtllm-serve, triton:
+#: https://github.com/llm-d/llm-d-router/blob/17a368a5de80fa1f8357229171a7a05ae009628b/config/charts/routerlib/values.yaml).
 MODEL_SERVER_TYPES: Final[Mapping[EngineName, str]] = {
     "vllm": "vllm",
     "sglang": "sglang",
     "trtllm": "trtllm-serve",
 }
 #: Where the EPP scrapes an engine's Prometheus metrics when not the chart's `/metrics`:
-#: TensorRT-LLM serves JSON there and Prometheus at /prometheus/metrics (llm-d
-#: router/optimized-baseline-trtllm.values.yaml 2ad7f919965bcbc6e48f7567f89fe8af6ff40899).
+#: TensorRT-LLM serves JSON there and Prometheus at /prometheus/metrics
+#: (https://github.com/llm-d/llm-d/blob/2ad7f919965bcbc6e48f7567f89fe8af6ff40899/guides/optimized-baseline/router/optimized-baseline-trtllm.values.yaml).
 METRICS_PATHS: Final[Mapping[EngineName, str]] = {"trtllm": "/prometheus/metrics"}
 #: The label on a LeaderWorkerSet's leader pods (ours and llm-d's multi-host base): only the
 #: leader serves HTTP, so the pool selects it and not the workers.
