@@ -475,7 +475,7 @@ def test_retune_lowers_the_draft_length_the_deep_positions_do_not_earn(
         measured = wait_for("per-position acceptance", per_position, operator)
         assert measured[0] > measured[-1]  # deep positions are accepted less often
         threshold = round((measured[0] + measured[-1]) / 2, 3)
-        document["policy"]["retune"]["lower_below"] = threshold
+        document["spec"]["policy"]["retune"]["lower_below"] = threshold
         api.put(*CR, document)
         decision = wait_for("a retune", retuned, operator, timeout=60)
     finally:
