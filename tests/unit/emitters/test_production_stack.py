@@ -18,7 +18,7 @@ import yaml
 from orchestrator.emitters.base import emitter_for
 from orchestrator.emitters.production_stack import VALUES_FILE
 from tests.support import REPO_ROOT, write_profile
-from tests.unit.emitters.conftest import PLATFORM_FIXTURES, tool
+from tests.unit.emitters.conftest import PLATFORM_FIXTURES, ParseVllm, tool
 from tests.unit.emitters.referees import VALUES_SCHEMA
 from tests.unit.manifests.conftest import valid_plan
 
@@ -80,6 +80,26 @@ def test_the_engine_runs_exactly_the_launch(profile: Path, tmp_path: Path) -> No
         )
         command = engine_command(helm_template(files[path], tmp_path))
         assert command == [*launch[:7], "--enable-prefix-caching", *launch[7:]]
+
+
+def test_vllm_parses_the_command_the_chart_runs(parse_vllm: ParseVllm, tmp_path: Path) -> None:
+    """The engine command after the chart's template step (its own `--host`/`--port` and
+    `--enable-prefix-caching` included) is one vLLM 0.32.0's parser takes, with the speculative
+    config, served name and parallelism the launch has."""
+    commands, launches = [], []
+    for profile in VLLM_PROFILES:
+        plan = valid_plan(profile)
+        values = emitter_for("production-stack").files(plan)["production-stack/values.yaml"]
+        command = engine_command(helm_template(values, tmp_path))
+        assert command[:2] == ["vllm", "serve"], command
+        commands.append(command[2:])
+        launches.append(list(plan.launch_for(container=True).argv)[2:])
+    parsed = parse_vllm(commands + launches)
+    count = len(commands)
+    for profile, chart, ours in zip(VLLM_PROFILES, parsed[:count], parsed[count:], strict=True):
+        assert "error" not in chart, (profile.name, chart)
+        for field in ("served_model_name", "tensor_parallel_size", "speculative_config"):
+            assert chart[field] == ours[field], (profile.name, field)
 
 
 def test_helm_quote_keeps_awkward_tokens(tmp_path: Path) -> None:
