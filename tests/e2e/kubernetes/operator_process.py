@@ -21,29 +21,45 @@ KIND = "SpeculativeDeployment"
 
 
 class OperatorProcess:
-    """Started on construction; `stop` sends SIGTERM (a clean stop, as the kubelet does)."""
+    """Started on construction, with `args` after the chart's and `env` beside the kubeconfig
+    (a replica's POD_NAME); `stop` sends SIGTERM (a clean stop, as the kubelet does) or `sig`."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        debug: bool = False,
+    ) -> None:
         self.log = log
-        env = {
+        environment = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
             "PYTHONPATH": str(REPO_ROOT),
             "HF_HUB_OFFLINE": "1",
             "NO_PROXY": "*",
+            **(env or {}),
         }
-        argv = [sys.executable, "-m", "orchestrator", "operator", "--offline", "-n", namespace]
+        argv = [
+            sys.executable, "-m", "orchestrator", *(["--debug"] if debug else []),
+            "operator", "--offline", "-n", namespace, *args,
+        ]  # fmt: skip
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def stop(self) -> int:
+    def says(self, text: str) -> bool:
+        return text in self.output()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, sig)
         try:
             return self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -51,9 +67,11 @@ class OperatorProcess:
             return self.process.wait()
 
 
-def create_resource(kube: Cluster, namespace: str, name: str, interval_s: int = 1) -> None:
-    """A SpeculativeDeployment with both twins and a static policy (nothing to scrape)."""
-    policy = f"{{mode: static, interval_seconds: {interval_s}}}"
+def create_resource(kube: Cluster, namespace: str, name: str, interval_s: int | None = 1) -> None:
+    """A SpeculativeDeployment with both twins and a static policy (nothing to scrape), ticking
+    every `interval_s` (None: the policy's default)."""
+    every = "" if interval_s is None else f", interval_seconds: {interval_s}"
+    policy = f"{{mode: static{every}}}"
     document = yaml.safe_load(profile_text(api=API, policy=policy))
     document["metadata"] = {"name": name, "namespace": namespace}
     kube.apply(document, namespace=namespace)

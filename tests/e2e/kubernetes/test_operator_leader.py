@@ -12,76 +12,35 @@ cluster with SPECDEPLOY_E2E_KUBECONFIG.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from orchestrator.operator.leader import LEASE_NAME
+from tests.e2e.kubernetes.operator_process import OperatorProcess, create_resource, resource
 from tests.kube.cluster import Cluster
-from tests.operator.test_resource import profile_text
-from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-API = "specdeploy.io/v1"
 LEASE_S = 4.0
 #: The operator's log line for its Applied Event (--debug logs Normal Events too, at INFO).
 APPLIED = ": Applied: applied"
 
 
-class Replica:
-    def __init__(self, name: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
-        self.name = name
-        self.log = tmp_path / f"{name}.log"
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "PYTHONPATH": str(REPO_ROOT),
-            "HF_HUB_OFFLINE": "1",
-            "NO_PROXY": "*",
-            "POD_NAME": name,
-            "POD_NAMESPACE": namespace,
-        }
-        argv = [
-            sys.executable, "-m", "orchestrator", "--debug", "operator", "--offline",
-            "-n", namespace, "--leader-elect", "--lease-seconds", str(LEASE_S),
-        ]  # fmt: skip
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def says(self, text: str) -> bool:
-        return text in self.output()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, sig)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            return self.process.wait()
-
-
-def _create(kube: Cluster, namespace: str, name: str) -> None:
-    document = yaml.safe_load(profile_text(api=API, policy="{mode: static}"))
-    document["metadata"] = {"name": name, "namespace": namespace}
-    kube.apply(document, namespace=namespace)
+def _replica(name: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> OperatorProcess:
+    """One replica as the chart runs it with leader election (its POD_NAME is its identity)."""
+    return OperatorProcess(
+        kubeconfig, namespace, tmp_path / f"{name}.log",
+        "--leader-elect", "--lease-seconds", str(LEASE_S),
+        env={"POD_NAME": name, "POD_NAMESPACE": namespace}, debug=True,
+    )  # fmt: skip
 
 
 def _planned(kube: Cluster, namespace: str, name: str) -> Any:
-    found = kube.get(API, "SpeculativeDeployment", name, namespace)
+    found = resource(kube, namespace, name)
     return found is not None and (found.get("status") or {}).get("verdict")
 
 
@@ -94,16 +53,16 @@ def test_two_replicas_one_acts_and_the_lease_hands_over(
     kube: Cluster, kube_namespace: str, tmp_path: Path
 ) -> None:
     kubeconfig = kube.chart_identity(kube_namespace)
-    replicas: list[Replica] = []
+    replicas: list[OperatorProcess] = []
     try:
-        a = Replica("replica-a", kubeconfig, kube_namespace, tmp_path)
+        a = _replica("replica-a", kubeconfig, kube_namespace, tmp_path)
         replicas.append(a)
         kube.wait_for("replica-a to lead", lambda: a.says("leading: replica-a"), 60)
-        b = Replica("replica-b", kubeconfig, kube_namespace, tmp_path)
+        b = _replica("replica-b", kubeconfig, kube_namespace, tmp_path)
         replicas.append(b)
         kube.wait_for("replica-b to follow", lambda: b.says("following: replica-a leads"), 60)
 
-        _create(kube, kube_namespace, "first")
+        create_resource(kube, kube_namespace, "first", interval_s=None)
         kube.wait_for("the leader to plan it", lambda: _planned(kube, kube_namespace, "first"), 90)
         assert APPLIED in a.output()
         assert APPLIED not in b.output(), b.output()[-2000:]  # the follower did nothing
@@ -116,13 +75,13 @@ def test_two_replicas_one_acts_and_the_lease_hands_over(
         handover = time.monotonic() - exited_at
         assert handover < LEASE_S, f"{handover:.1f} s: as if the Lease had not been released"
         assert _holder(kube, kube_namespace) == "replica-b"
-        _create(kube, kube_namespace, "second")
+        create_resource(kube, kube_namespace, "second", interval_s=None)
         kube.wait_for(
             "the new leader to plan it", lambda: _planned(kube, kube_namespace, "second"), 90
         )
 
         # a leader killed outright does not release: the other waits the lease out
-        c = Replica("replica-c", kubeconfig, kube_namespace, tmp_path)
+        c = _replica("replica-c", kubeconfig, kube_namespace, tmp_path)
         replicas.append(c)
         kube.wait_for("replica-c to follow", lambda: c.says("following: replica-b leads"), 60)
         b.stop(signal.SIGKILL)
