@@ -42,8 +42,10 @@ __all__ = [
 
 #: The apiVersion of the operator's custom resource, whose profile is under `spec`.
 RESOURCE_API_VERSION: Final = "specdeploy.io/v1"
+#: The keys a resource and a profile share: the object's own, never under `spec`.
+_OBJECT_KEYS: Final = ("apiVersion", "kind", "metadata")
 #: The keys of a resource beside `spec`: the object's, not the profile's.
-_RESOURCE_KEYS: Final = ("apiVersion", "kind", "metadata", "spec", "status")
+_RESOURCE_KEYS: Final = (*_OBJECT_KEYS, "spec", "status")
 
 #: Largest profile file read. Real profiles are 1-3 KB; the cap stops a wrong path (a log file,
 #: /dev/zero) from being read into memory.
@@ -68,7 +70,7 @@ def load_metadata(path: Path) -> Metadata:
         )
     metadata = data.get("metadata")
     if data.get("apiVersion") == RESOURCE_API_VERSION and isinstance(metadata, dict):
-        data = {"metadata": {k: v for k, v in metadata.items() if k in ("name", "namespace")}}
+        data = {"metadata": _profile_metadata(metadata)}
     try:
         return _MetadataOnly.model_validate(data).metadata
     except ValidationError as exc:
@@ -156,26 +158,29 @@ def _profile_of_resource(data: dict[str, Any], marks: Marks, file: str) -> tuple
                 f"spec.{key} belongs beside spec, at the top level of the resource",
                 f"move {key} out of spec",
             )
-            for key in ("apiVersion", "kind", "metadata")
+            for key in _OBJECT_KEYS
             if key in spec
         ]
     if issues:
         raise ProfileInvalid(file, issues)
     assert isinstance(spec, dict)
-    metadata = data.get("metadata")
-    if isinstance(metadata, dict):  # the object's uid, labels, ... are Kubernetes', not ours
-        metadata = {k: v for k, v in metadata.items() if k in ("name", "namespace")}
-    profile: dict[str, Any] = {k: data[k] for k in ("apiVersion", "kind") if k in data}
-    if metadata is not None:
-        profile["metadata"] = metadata
+    profile: dict[str, Any] = {k: data[k] for k in _OBJECT_KEYS if k in data}
+    if isinstance(profile.get("metadata"), dict):
+        profile["metadata"] = _profile_metadata(profile["metadata"])
     profile.update(spec)
     kept: Marks = {}
     for loc, mark in marks.items():
         if loc[:1] == ("spec",):
             kept.setdefault(loc[1:], mark)
-        elif loc[:1] in (("apiVersion",), ("kind",), ("metadata",)):
+        elif loc[:1] and loc[0] in _OBJECT_KEYS:
             kept[loc] = mark
     return profile, kept, ("spec",)
+
+
+def _profile_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A resource's metadata as a profile's: name and namespace (its uid, labels, managed fields
+    and the rest are the Kubernetes object's, not the profile's)."""
+    return {k: v for k, v in metadata.items() if k in ("name", "namespace")}
 
 
 def _decode(raw: bytes, file: str) -> str:
@@ -205,7 +210,7 @@ def _issues(exc: ValidationError, marks: Marks, under: Loc = ()) -> list[Profile
         message, fix, why = (
             _explained(err) or _unmodelled_method(err, loc) or (_message(err, loc), "", "")
         )
-        shown = loc if loc[:1] in ((), ("apiVersion",), ("kind",), ("metadata",)) else under + loc
+        shown = loc if not loc or loc[0] in _OBJECT_KEYS else under + loc
         issues.append(ProfileIssue(dotted(shown), line, col, message, fix, why))
     return issues
 
