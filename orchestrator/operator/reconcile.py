@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import yaml
 
@@ -103,14 +103,14 @@ def reconcile(
     before = {ref_name(m): cluster.live(m) for m in manifests}
     foreign = [m for m in manifests if _foreign(before[ref_name(m)], owner)]
     applied = [m for m in manifests if m not in foreign]
-    after = {f"{r.kind}/{r.name}": r.live for r in cluster.apply(applied, force_conflicts=True)}
+    after = {ref_name(r): r.live for r in cluster.apply(applied, force_conflicts=True)}
     if drifted:
         _drift_corrected(drifted, before, after, emit)
     pruned = _prune(cluster, owner, object_refs(status, "owned", owner.namespace), applied)
     if pruned:
         emit("Normal", "Pruned", "deleted what the plan no longer has: " + ", ".join(pruned))
     if foreign:
-        names = ", ".join(f"{m.kind}/{m.name}" for m in foreign)
+        names = ", ".join(ref_name(m) for m in foreign)
         message = f"{names} exist(s) and belong(s) to someone else; left untouched"
         set_condition(conditions, "Ready", False, "ForeignObject", message, generation)
         emit("Warning", "ForeignObject", message + "; rename the resource or remove them")
@@ -338,17 +338,27 @@ def refreshed_objects(status: Mapping[str, Any], results: list[ApplyResult]) -> 
     found = status.get("objects")
     objects: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
     listed = objects.get("owned")
-    fresh = {f"{r.kind}/{r.name}": drift.fingerprint(r.live) for r in results if r.live}
+    fresh = {ref_name(r): drift.fingerprint(r.live) for r in results if r.live}
     owned = []
     for ref in listed if isinstance(listed, list) else []:
-        name = f"{ref.get('kind')}/{ref.get('name')}" if isinstance(ref, dict) else ""
+        name = ref_name(ref) if isinstance(ref, dict) else ""
         owned.append({**ref, "fields": fresh[name]} if name in fresh else ref)
     return {**objects, "owned": owned}
 
 
-def ref_name(manifest: Manifest) -> str:
-    """How Events and `Heal.drifted` name an object: `Kind/name`."""
-    return f"{manifest.kind}/{manifest.name}"
+class _Named(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+def ref_name(named: _Named | Mapping[str, Any]) -> str:
+    """How Events, `Heal.drifted` and the fingerprints name an object (a manifest, an apply's
+    result, or a `status.objects` entry): `Kind/name`."""
+    if isinstance(named, Mapping):
+        return f"{named.get('kind')}/{named.get('name')}"
+    return f"{named.kind}/{named.name}"
 
 
 #: The kinds the operator applies: the only ones it looks up from status, or deletes.
@@ -424,7 +434,7 @@ def _fingerprints(status: Mapping[str, Any]) -> dict[str, str]:
     objects = status.get("objects")
     listed = objects.get("owned") if isinstance(objects, dict) else None
     return {
-        f"{ref.get('kind')}/{ref.get('name')}": ref["fields"]
+        ref_name(ref): ref["fields"]
         for ref in (listed if isinstance(listed, list) else [])[:MAX_OBJECT_REFS]
         if isinstance(ref, dict) and isinstance(ref.get("fields"), str)
     }
@@ -477,7 +487,7 @@ def _prune(
         if live is None or not owned_by(live, owner):
             continue
         if cluster.delete_object(manifest, str(live["metadata"]["uid"])):
-            deleted.append(f"{manifest.kind}/{manifest.name}")
+            deleted.append(ref_name(manifest))
     return deleted
 
 
