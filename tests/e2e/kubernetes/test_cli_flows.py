@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.cli import cli
+from orchestrator.emitters.kaito import KAITO_VLLM_VERSION
 from orchestrator.errors import EXIT_NOT_READY
 from tests.kube.cluster import Cluster
 from tests.kube.fixtures import kubeconfig_env
@@ -81,6 +82,8 @@ def test_apply_twice_is_unchanged_status_waits_delete_cleans(
     kube.wait_for("the labelled objects to go", lambda: _labelled(kube, kube_namespace) == [])
 
 
+#: What a platform imposes on any vLLM profile it runs, whatever the profile says.
+IMPOSED: dict[str, dict[str, Any]] = {"kaito": {"engine": {"version": KAITO_VLLM_VERSION}}}
 Platform = tuple[str, tuple[str, ...], dict[str, Any], tuple[str, ...]]
 #: (platform, the referee CRDs it needs, profile changes, platform options)
 PLATFORMS: list[Platform] = [
@@ -89,7 +92,7 @@ PLATFORMS: list[Platform] = [
     ("kserve-runtime", ("kserve",), {}, ()),
     ("llm-d", ("gateway-api-inference-extension", "gateway-api"), {}, ()),
     # Kaito v0.12.0 runs its own image (vLLM 0.25.1), and an L40S has no SKU it provisions
-    ("kaito", ("kaito",), {"engine": {"version": "0.25.1"}}, ("nodes=existing",)),
+    ("kaito", ("kaito",), IMPOSED["kaito"], ("nodes=existing",)),
 ]
 
 
@@ -122,10 +125,6 @@ def test_each_platforms_objects_pass_a_server_dry_run(
     assert _labelled(kube, kube_namespace) == []  # and a dry run persisted nothing
     if kube.imitation is not None:
         assert kube.imitation.pruned == [], kube.imitation.pruned  # no field the CRD drops
-
-
-#: What a platform imposes on any vLLM profile it runs, whatever the profile says.
-IMPOSED: dict[str, dict[str, Any]] = {"kaito": {"engine": {"version": "0.25.1"}}}
 
 
 def _every_example(platform: Platform) -> Any:
