@@ -27,8 +27,9 @@ SGLANG_PROFILES = [
 ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM"}
 
 
-def referee_argv(plan: DeploymentPlan, stand_ins: StandIns) -> list[str]:
-    assert plan.launch is not None and plan.profile is not None, [f.what for f in plan.errors]
+def stand_in_models(plan: DeploymentPlan, stand_ins: StandIns) -> dict[str, str]:
+    """The plan's hub models (target, draft) -> the stand-in directories SGLang loads instead."""
+    assert plan.profile is not None, [f.what for f in plan.errors]
     models = {}
     for ref, info, location in (
         (plan.profile.target.model, plan.target, plan.target_location),
@@ -36,7 +37,17 @@ def referee_argv(plan: DeploymentPlan, stand_ins: StandIns) -> list[str]:
     ):
         if ref and location is not None and location.local_dir is None:
             models[ref] = str(stand_ins.path_for(ref, info))
-    return [*swap_sglang_models(list(plan.launch.argv), models), "--device", "cpu"]
+    return models
+
+
+def referee_argv(
+    plan: DeploymentPlan, stand_ins: StandIns, argv: list[str] | None = None
+) -> list[str]:
+    """What the SGLang referee resolves for `argv` (default: the plan's launch; a platform's
+    final container command otherwise): the stand-in models, on CPU."""
+    assert plan.launch is not None, [f.what for f in plan.errors]
+    tokens = list(plan.launch.argv) if argv is None else argv
+    return [*swap_sglang_models(tokens, stand_in_models(plan, stand_ins)), "--device", "cpu"]
 
 
 def test_there_is_an_sglang_example() -> None:

@@ -43,7 +43,8 @@ from orchestrator.emitters.dynamo import DYNAMO_VERSION
 from orchestrator.plan.build import served_model_name
 from orchestrator.plan.types import DeploymentPlan
 from tests.conformance.conftest import repo_tiny_models, sglang_referee, stand_ins
-from tests.conformance.referee import Referee, StandIns, flag_value, swap_sglang_models
+from tests.conformance.referee import Referee, StandIns, flag_value
+from tests.conformance.test_sglang_conformance import referee_argv, stand_in_models
 from tests.conformance.trtllm_referee import Referee as TrtllmReferee
 from tests.support import EXAMPLE_PROFILES, REPO_ROOT
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, ParseVllm
@@ -202,19 +203,8 @@ def test_sglang_worker_splits_as_dynamo_and_sglang_resolves_the_engine_part(
     assert rest == [
         t for i, t in enumerate(launch[3:], 3) if i not in {host, host + 1, port, port + 1}
     ]
-    models = {
-        str(plan.profile.target.model): str(
-            stand_ins.path_for(plan.profile.target.model, plan.target)
-        ),
-        str(plan.profile.proposer.model): str(
-            stand_ins.path_for(plan.profile.proposer.model, plan.draft)
-        ),
-    }
-    tokens = [
-        *swap_sglang_models(["python3", "-m", "sglang.launch_server", *rest], models),
-        "--device",
-        "cpu",
-    ]
+    models = stand_in_models(plan, stand_ins)
+    tokens = referee_argv(plan, stand_ins, ["python3", "-m", "sglang.launch_server", *rest])
     verdict = sglang_referee.ask({"argv": tokens, "resolve": True})
     assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\n{tokens}"
     resolved = verdict["resolved"]

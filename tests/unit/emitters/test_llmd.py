@@ -27,7 +27,8 @@ from orchestrator.emitters.llmd import (
 from orchestrator.errors import IncompatibleError
 from orchestrator.plan.types import DeploymentPlan
 from tests.conformance.conftest import repo_tiny_models, sglang_referee, stand_ins
-from tests.conformance.referee import Referee, StandIns, flag_value, swap_sglang_models
+from tests.conformance.referee import Referee, StandIns, flag_value
+from tests.conformance.test_sglang_conformance import referee_argv
 from tests.conformance.trtllm_referee import Referee as TrtllmReferee
 from tests.support import REPO_ROOT, write_profile
 from tests.unit.emitters.conftest import PLATFORM_FIXTURES, at_release, tool
@@ -137,15 +138,7 @@ def test_sglang_runs_in_llmds_shape_and_sglang_accepts_it(
     assert server["ports"] == [{"name": "modelserver", "containerPort": 8000, "protocol": "TCP"}]
     assert server["image"] == plan.launch_for(container=True).image  # pinned to the release
     validate_object(deployment)
-    models = {
-        str(plan.profile.target.model): str(
-            stand_ins.path_for(plan.profile.target.model, plan.target)
-        ),
-        str(plan.profile.proposer.model): str(
-            stand_ins.path_for(plan.profile.proposer.model, plan.draft)
-        ),
-    }
-    tokens = [*swap_sglang_models(argv, models), "--device", "cpu"]
+    tokens = referee_argv(plan, stand_ins, argv)
     verdict = sglang_referee.ask({"argv": tokens, "resolve": True})
     assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\n{tokens}"
     resolved = verdict["resolved"]
