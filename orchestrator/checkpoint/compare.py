@@ -3,23 +3,17 @@ content, else by documented family) and model-name normalisation for speculators
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.checkpoint.catalog import tokenizer_family
 from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.checkpoint.names import normalise_model_name
+
+__all__ = ["TokenizerComparison", "compare_tokenizers", "normalise_model_name"]
 
 Verdict = Literal["same", "related", "different", "unknown"]
 Basis = Literal["content", "family", "none"]
-
-# Suffixes quantizers append to a model name: a speculators head records its verifier by such a
-# name, or by a local path, so normalise before comparing (e.g. the verifier of
-# https://huggingface.co/RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3/commit/5b6cee4e4955edb3c90f2a39d1d804fbee5ce0ae).
-_QUANT_SUFFIX = re.compile(
-    r"(-(fp8(-dynamic)?|fp4|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w4a16|w8a8|w8a16|bnb-4bit"
-    r"|quantized\.[\w.]+))+$"
-)
 
 
 @dataclass(frozen=True)
@@ -58,18 +52,6 @@ def compare_tokenizers(target: CheckpointInfo, draft: CheckpointInfo) -> Tokeniz
             return TokenizerComparison("related", "family", detail)
         return TokenizerComparison("different", "family", detail)
     return TokenizerComparison("unknown", "none", _unknown_detail(target, draft))
-
-
-def normalise_model_name(name: str) -> tuple[str | None, str]:
-    """(org, name) in lower case, from a hub id or the last two components of a local path, with
-    quantization suffixes removed: "/x/meta-llama/Llama-3.1-8B-Instruct-FP8" ->
-    ("meta-llama", "llama-3.1-8b-instruct")."""
-    parts = [p for p in name.strip().rstrip("/").split("/") if p and p not in (".", "..")]
-    if not parts:
-        return None, ""
-    model = _QUANT_SUFFIX.sub("", parts[-1].lower())
-    org = parts[-2].lower() if len(parts) >= 2 else None
-    return org, model
 
 
 def _extends(child: str, parent: str) -> bool:

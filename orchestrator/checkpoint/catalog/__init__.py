@@ -23,6 +23,7 @@ from orchestrator.checkpoint.catalog.entries import (
     parse_entry,
 )
 from orchestrator.checkpoint.info import CheckpointInfo
+from orchestrator.checkpoint.names import normalise_model_name
 from orchestrator.datafiles import package_file
 
 __all__ = [
@@ -57,12 +58,14 @@ def catalog_info(model: str) -> CheckpointInfo | None:
 def with_verifier_width(info: CheckpointInfo, entry: CatalogEntry) -> CheckpointInfo:
     """An EAGLE head whose config does not give the hidden size it reads gets its verifier's:
     the head was trained on that model's hidden states (the catalog records the verifier from
-    the publisher's documentation). 45 of the built-in catalog's 50 such heads gain a checkable
-    width this way, so a head for another model no longer passes with only an info."""
+    the publisher's documentation). A verifier named by a quantized checkpoint the catalog lacks
+    reads the width of the model it quantizes (quantization keeps the hidden size). Every head of
+    the built-in catalog gains a checkable width this way, so a head for another model no longer
+    passes with only an info."""
     head = info.eagle
     if head is None or head.target_hidden_size is not None or not entry.verifier:
         return info
-    verifier = catalog_entry(entry.verifier)
+    verifier = catalog_entry(entry.verifier) or _unquantized_entry(entry.verifier)
     if verifier is None or verifier.model.lower() == entry.model.lower():
         return info
     width = entry_info(verifier, verifier.model).hidden_size
@@ -70,6 +73,16 @@ def with_verifier_width(info: CheckpointInfo, entry: CatalogEntry) -> Checkpoint
         return info
     head = replace(head, target_hidden_size=width, target_hidden_size_from=verifier.model)
     return replace(info, eagle=head)
+
+
+def _unquantized_entry(model: str) -> CatalogEntry | None:
+    """The entry of the model that `model` (a quantized checkpoint's name) quantizes: the same
+    organisation and name once the quantizer's suffix is removed, e.g. Qwen/Qwen3-Next-80B-A3B-
+    Instruct for Qwen/Qwen3-Next-80B-A3B-Instruct-FP8. None when the name has no such suffix."""
+    org, name = normalise_model_name(model)
+    if org is None or f"{org}/{name}" == model.lower():
+        return None
+    return catalog_entry(f"{org}/{name}")
 
 
 def answering_catalog(info: CheckpointInfo) -> CatalogKind | None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.checkpoint.catalog import catalog_info
+from orchestrator.checkpoint.catalog import catalog_entries, catalog_info
 from orchestrator.checkpoint.catalog.user import record, user_catalog_path
 from orchestrator.checkpoint.files import read_json_object
 from orchestrator.checkpoint.info import CheckpointInfo, EagleHeadInfo, Unresolved
@@ -325,16 +325,38 @@ class TestEagleHeadHiddenSizeMatches:
         assert eagle_head_hidden_size_matches(ctx) == []
 
     def test_cannot_check_an_unknown_head_width(self) -> None:
-        # neither the head's config nor its verifier's catalog entry gives a width
-        head = "RedHatAI/Qwen3-30B-A3B-Instruct-2507-speculator.eagle3"
-        verifier = "Qwen/Qwen3-30B-A3B-Instruct-2507"
-        assert catalog(verifier).hidden_size is None
-        ctx = context("eagle3", target=catalog(verifier), draft=catalog(head))
+        # neither the head's config nor a verifier's catalog entry gives a width (a local head
+        # with a partial config, as a user catalog may hold)
+        headless = head(hidden_size=None, target_hidden_size=None)
+        draft = ckpt(ref="org/my-head", hidden_size=None, eagle=headless)
+        ctx = context("eagle3", target=catalog("Qwen/Qwen3-8B"), draft=draft)
         finding = one(eagle_head_hidden_size_matches(ctx))
-        assert finding.severity == "info" and "huggingface-cli download" in finding.fix
+        assert finding.severity == "info" and "config.json" in finding.fix
         # It is the head's width that is unknown: the finding names the head, not the target.
-        assert head in finding.what
-        assert f"{verifier} lacks" not in finding.what
+        assert "org/my-head" in finding.what
+        assert "Qwen/Qwen3-8B lacks" not in finding.what
+
+    def test_every_built_in_head_has_a_checkable_width(self) -> None:
+        # from its own config, else from the verifier the catalog records (or, for a verifier
+        # named by its quantized checkpoint, the model it quantizes)
+        unknown = [
+            entry.model
+            for entry in catalog_entries()
+            if "head" in entry.roles
+            and (info := catalog_info(entry.model)) is not None
+            and info.eagle is not None
+            and info.eagle.target_hidden_size is None
+        ]
+        assert unknown == []
+
+    def test_a_quantized_verifier_name_reads_the_model_it_quantizes(self) -> None:
+        draft = catalog(
+            "lmsys/SGLang-EAGLE3-Qwen3-Next-80B-A3B-Instruct-FP8-perfect-blend-regenerated"
+        )
+        assert draft.eagle is not None and draft.eagle.target_hidden_size == 2048
+        assert draft.eagle.target_hidden_size_from == "Qwen/Qwen3-Next-80B-A3B-Instruct"
+        other = context("eagle3", target=catalog("Qwen/Qwen3-8B"), draft=draft)
+        assert one(eagle_head_hidden_size_matches(other)).severity == "error"
 
     def test_a_head_without_its_width_reads_its_verifiers(self) -> None:
         # the head's catalog config has no hidden size, but the catalog records the model it was

@@ -3,13 +3,14 @@ their sources, in issue-12 order, and each rejected candidate with the rules' ow
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from orchestrator.bench.planned import NoEstimate
-from orchestrator.checkpoint.catalog.user import record
+from orchestrator.checkpoint.catalog.user import record, user_catalog_path
 from orchestrator.checkpoint.files import read_json_object
 from orchestrator.checkpoint.reading import read_checkpoint_dir
 from orchestrator.errors import IncompatibleError
@@ -133,12 +134,41 @@ def test_a_target_too_large_for_the_gpu_says_where_it_fits() -> None:
 
 
 def test_a_target_whose_budget_cannot_be_made_says_why_not_that_it_fits_nowhere() -> None:
-    # Issue 23: 470 GB on a 1,128 GB node was said to fit "on no GPU of the catalog".
-    found = run("Qwen/Qwen3-235B-A22B-Instruct-2507", gpu="H200")
+    # Issue 23: 470 GB on a 1,128 GB node was said to fit "on no GPU of the catalog". The
+    # built-in catalog now knows every target's width, so the case is a catalog entry copied
+    # from a model card alone (Qwen3-235B-A22B-Instruct-2507's, as the built-in one once was).
+    card_only = {
+        "roles": ["target"],
+        "config": {
+            "architectures": ["Qwen3MoeForCausalLM"],
+            "model_type": "qwen3_moe",
+            "num_hidden_layers": 94,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 4,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "max_position_embeddings": 262144,
+        },
+        "config_complete": False,
+        "unverified": ["hidden_size", "head_dim", "vocab_size"],
+        "tokenizer_family": "qwen3",
+        "published_param_count": 235_000_000_000,
+        "sources": ["https://huggingface.co/Qwen/Qwen3-235B-A22B-Instruct-2507 (model card)"],
+    }
+    path = user_catalog_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"models": {"acme/card-only-moe": card_only}}), encoding="utf-8")
+    found = run("acme/card-only-moe", gpu="H200")
     problem = found.placement.problem
     assert problem is not None and "no GPU" not in problem
     assert "cannot be estimated" in problem and "hidden_size" in problem
     assert "235.0 B published parameters" in problem
+
+
+def test_a_2507_refresh_fits_the_node_its_card_serves_it_on() -> None:
+    # Its card serves it with --tensor-parallel-size 8; bf16 weights are about 470 GB.
+    found = run("Qwen/Qwen3-235B-A22B-Instruct-2507", gpu="H200")
+    assert found.placement.problem is None and found.options
 
 
 def test_an_unresolvable_target_is_exit_4() -> None:
