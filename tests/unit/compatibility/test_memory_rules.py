@@ -55,13 +55,19 @@ class TestOverBudget:
         assert "was not resolved" in finding.what
 
     def test_a_resolved_target_that_cannot_be_sized_is_refused_not_passed(self) -> None:
-        # Issue 23: Qwen3-235B-A22B-Instruct-2507's catalog facts lack hidden_size / head_dim;
-        # validate used to exit 0 with no budget. It now says which facts and what is known.
+        # Issue 23: Qwen3-235B-A22B-Instruct-2507's catalog facts lacked hidden_size / head_dim
+        # (its card alone was quoted); validate used to exit 0 with no budget. It now says which
+        # facts and what is known. The built-in entry has them now, so they are taken away.
+        from dataclasses import replace
+
         from orchestrator.checkpoint.catalog import catalog_info
 
         model = "Qwen/Qwen3-235B-A22B-Instruct-2507"
-        info = catalog_info(model)
-        assert info is not None
+        known = catalog_info(model)
+        assert known is not None and known.hidden_size == 4096
+        info = replace(
+            known, hidden_size=None, head_dim=None, unverified=("hidden_size", "head_dim")
+        )
         profile = make_profile(
             target={"model": model},
             proposer={"method": "ngram", "num_speculative_tokens": 3},
