@@ -10,13 +10,20 @@ so specdeploy always sets all three.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.argv import fraction, optional_flag
 from orchestrator.engines.base import EngineLaunch, KvDtypeVerdict, LaunchSpec, ScheduleSupport
 from orchestrator.engines.names import EngineName
+from orchestrator.engines.sglang_adaptive import (
+    ADAPTIVE_FILE,
+    ADAPTIVE_SOURCE,
+    ALGORITHM,
+    AdaptiveLaunch,
+    adaptive_launch,
+    adaptive_unsupported,
+)
 from orchestrator.engines.sglang_memory import SglangMemory
 from orchestrator.engines.sglang_metrics import SglangMetrics
 
@@ -26,16 +33,6 @@ if TYPE_CHECKING:
     from orchestrator.memory.gpus import Gpu
     from orchestrator.profile.schema import KvCacheDtype, Profile, SpecMethod
 
-#: specdeploy method -> --speculative-algorithm (https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/speculative/spec_info.py#L32-L46).
-#: NEXTN is SGLang's name for native MTP layers (rewritten to EAGLE internally, with the target as
-#: draft: https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/arg_groups/speculative_hook.py#L109).
-ALGORITHM: Final[Mapping[str, str]] = {
-    "draft_model": "STANDALONE",
-    "eagle": "EAGLE",
-    "eagle3": "EAGLE3",
-    "mtp": "NEXTN",
-    "ngram": "NGRAM",
-}
 #: Port of the torch.distributed rendezvous on the first node, with --nnodes / --node-rank /
 #: --dist-init-addr (SGLang's multi-node StatefulSet example uses these flags and port 20000:
 #: https://github.com/sgl-project/sglang/blob/v0.5.23/docker/k8s-sglang-distributed-sts.yaml).
@@ -61,24 +58,6 @@ FP8_KV_BACKEND_SOURCE: Final = (
 )
 #: fa3 cannot read fp8_e5m2: SGLang switches the backend to Triton with a log line.
 FP8_E5M2_FA3_SOURCE: Final = f"{_S}arg_groups/overrides.py#L1262-L1270"
-#: The config file of --speculative-adaptive that carries proposer.num_speculative_tokens_per_batch_size.
-ADAPTIVE_FILE: Final = "sglang-adaptive.json"
-#: How SGLang 0.5.23 runs a draft length per batch size. --speculative-adaptive-config is JSON with
-#: one slot per batch size (a key of digits) and its `candidate_steps`; a batch goes to the slot of
-#: the largest key at or below its size (the first slot below every key), after padding the size
-#: to the CUDA-graph batch size it runs at. A slot moves between its candidates with the measured
-#: acceptance, so a slot with one candidate keeps it, and 0 steps drafts nothing. Only EAGLE,
-#: EAGLE3 and NEXTN (resolved to EAGLE first) with topk 1 and no attention data parallelism adapt;
-#: otherwise SGLang logs a warning and runs --speculative-num-steps at every load, which must be
-#: one of the candidates; the draft tokens become steps + 1.
-ADAPTIVE_SOURCE: Final = (
-    f"{_S}speculative/adaptive_spec_params.py#L56-L100 (adaptive_unsupported_reason), "
-    "#L103-L139 (_load_adaptive_config), #L153-L272 (AdaptiveStepSlot), #L275-L358 (routing by "
-    f"batch size); {_S}arg_groups/speculative_hook.py#L1374-L1427 (the fallback, the steps "
-    f"check); {_S}speculative/eagle_worker_v2.py#L1469-L1492 (0 steps: no draft)"
-)
-#: The methods whose draft length SGLang adapts (mtp is NEXTN, which becomes EAGLE before the check).
-_ADAPTIVE_METHODS: Final = frozenset({"eagle", "eagle3", "mtp"})
 
 
 class SglangEngine:
@@ -119,8 +98,8 @@ class SglangEngine:
         "--speculative-num-steps": "proposer.num_speculative_tokens",
         "--speculative-eagle-topk": "sglang.eagle_topk",
         "--speculative-num-draft-tokens": "sglang.num_draft_tokens",
-        "--speculative-adaptive": "proposer.num_speculative_tokens_per_batch_size",
-        "--speculative-adaptive-config": "proposer.num_speculative_tokens_per_batch_size",
+        "--speculative-adaptive": "sglang.adaptive",
+        "--speculative-adaptive-config": "sglang.adaptive.slots",
         "--cuda-graph-max-bs": "sglang.cuda_graph_max_bs",
         "--cuda-graph-max-bs-decode": "sglang.cuda_graph_max_bs",
         "--disable-overlap-schedule": "sglang.disable_overlap_schedule",
@@ -278,9 +257,9 @@ class SglangEngine:
         if hardware.device == "cpu":
             argv += ["--device", "cpu"]
         argv.append("--enable-metrics")  # Prometheus /metrics, incl. spec_accept_length (Part C)
-        slots = adaptive_slots(profile) if spec.speculative else None
+        adaptive = adaptive_launch(profile) if spec.speculative else None
         if spec.speculative:
-            argv += _speculative_args(spec, slots)
+            argv += _speculative_args(spec, adaptive)
         if tuning is not None and tuning.cuda_graph_max_bs is not None:
             flag = "--cuda-graph-max-bs"
             if spec.release.has("cuda-graph-max-bs-decode"):
@@ -299,9 +278,14 @@ class SglangEngine:
             health_path="/health",
             ready_path="/health_generate",
             metrics_path="/metrics",
-            config_files={} if slots is None else {ADAPTIVE_FILE: adaptive_config(slots)},
+            config_files=_adaptive_files(adaptive),
             config_dir=spec.config_dir,
         )
+
+
+def _adaptive_files(adaptive: AdaptiveLaunch | None) -> dict[str, str]:
+    text = adaptive.config_file() if adaptive is not None else None
+    return {} if text is None else {ADAPTIVE_FILE: text}
 
 
 def _data_and_expert_parallel(spec: LaunchSpec) -> list[str]:
@@ -352,49 +336,7 @@ def _draft_revision(spec: LaunchSpec) -> str | None:
     return proposer.revision
 
 
-def adaptive_unsupported(profile: Profile) -> str | None:
-    """Why SGLang would run one draft length at every load despite the profile's schedule, in
-    SGLang's terms (`adaptive_unsupported_reason`, ADAPTIVE_SOURCE); None when it adapts."""
-    method = profile.proposer.method
-    if method not in _ADAPTIVE_METHODS:
-        algorithm = ALGORITHM.get(method, method)
-        return (
-            f"--speculative-algorithm {algorithm} does not adapt (only EAGLE, EAGLE3 and NEXTN do)"
-        )
-    tuning = profile.sglang
-    if tuning is not None and tuning.eagle_topk != 1:
-        return f"sglang.eagle_topk={tuning.eagle_topk}: only topk 1 chains adapt"
-    if profile.hardware.attention_data_parallel_size > 1:
-        return (
-            f"hardware.attention_data_parallel_size={profile.hardware.attention_data_parallel_size}: "
-            "attention data parallelism does not adapt (its ranks would choose apart)"
-        )
-    schedule = profile.proposer.num_speculative_tokens_per_batch_size or ()
-    if schedule and not any(k > 0 for _, _, k in schedule):
-        return "every range has k=0, which leaves no draft length to start with"
-    return None
-
-
-def adaptive_slots(profile: Profile) -> dict[int, int] | None:
-    """The profile's schedule as SGLang's slots, batch size -> steps (None: no schedule, or one
-    SGLang would not adapt): a slot where each range starts, with that range's draft length as
-    `ProposerSpec.tokens_at` reads it, and slot 1 for the batch sizes below the first range. A
-    batch in a gap or past the last range falls to the slot before it, as in the profile."""
-    schedule = profile.proposer.num_speculative_tokens_per_batch_size
-    if not schedule or adaptive_unsupported(profile) is not None:
-        return None
-    starts = sorted({1, *(start for start, _, _ in schedule if start >= 1)})
-    return {start: profile.proposer.tokens_at(start) for start in starts}
-
-
-def adaptive_config(slots: Mapping[int, int]) -> str:
-    """--speculative-adaptive-config's JSON: each slot with its one candidate, so SGLang's
-    acceptance-driven moves have nowhere to go and the draft length follows the batch size."""
-    document = {str(size): {"candidate_steps": [steps]} for size, steps in sorted(slots.items())}
-    return json.dumps(document, indent=2, sort_keys=False) + "\n"
-
-
-def _speculative_args(spec: LaunchSpec, slots: Mapping[int, int] | None) -> list[str]:
+def _speculative_args(spec: LaunchSpec, adaptive: AdaptiveLaunch | None) -> list[str]:
     proposer = spec.profile.proposer
     tuning = spec.profile.sglang
     topk = tuning.eagle_topk if tuning is not None else 1
@@ -406,12 +348,13 @@ def _speculative_args(spec: LaunchSpec, slots: Mapping[int, int] | None) -> list
     if proposer.method == "ngram":
         # NGRAM derives topk from its BFS breadth and steps from the draft tokens (A2).
         return [*args, "--speculative-num-draft-tokens", str(draft_token_count(spec))]
-    if slots is not None:
-        # The longest slot's steps: the start must be a candidate, and it sizes the buffers;
-        # SGLang sets the draft tokens to steps + 1 itself.
-        steps = max(slots.values())
+    if adaptive is not None:
+        # The start must be a candidate; SGLang sets the draft tokens to steps + 1 itself.
+        steps = adaptive.start_steps
         args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
         args += ["--speculative-num-draft-tokens", str(steps + 1), "--speculative-adaptive"]
+        if adaptive.document is None:
+            return args
         return [*args, "--speculative-adaptive-config", f"{spec.config_dir}/{ADAPTIVE_FILE}"]
     args += ["--speculative-num-steps", str(proposer.num_speculative_tokens)]
     args += ["--speculative-eagle-topk", str(topk)]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from orchestrator.engines.base import Collectives
 from orchestrator.engines.capabilities import parse_version
+from orchestrator.engines.sglang_adaptive import adaptive_launch
 from orchestrator.memory.gpus import GIB
 from orchestrator.memory.knobs import round_down_fraction
 from orchestrator.memory.kv import StateSlots
@@ -179,13 +180,23 @@ class SglangMemory:
         # python/sglang/srt/mem_cache/memory_pool.py#L598-L935).
         if profile.proposer.method == "none":
             return StateSlots()
-        tuned = profile.sglang.num_draft_tokens if profile.sglang else None
-        draft_tokens = tuned or profile.proposer.num_speculative_tokens + 1
-        return StateSlots(extra_conv_positions=draft_tokens, copies=1 + draft_tokens)
+        tokens = draft_tokens(profile)
+        return StateSlots(extra_conv_positions=tokens, copies=1 + tokens)
 
     def logged_kv_tokens(self, profile: Profile, pool: KvPool) -> int:
         del profile
         return pool.capacity_tokens
+
+
+def draft_tokens(profile: Profile) -> int:
+    """The most draft tokens a step verifies, which sizes SGLang's speculative buffers: with
+    adaptive speculation the longest candidate's steps + 1 (SGLang sizes for every state it may
+    switch to, ADAPTIVE_DEFAULTS_SOURCE), else sglang.num_draft_tokens or steps + 1."""
+    adaptive = adaptive_launch(profile)
+    if adaptive is not None:
+        return max(adaptive.candidate_steps) + 1
+    tuned = profile.sglang.num_draft_tokens if profile.sglang else None
+    return tuned or profile.proposer.num_speculative_tokens + 1
 
 
 def default_graph_max_bs(profile: Profile, gpu: Gpu) -> int:

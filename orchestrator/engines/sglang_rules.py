@@ -9,7 +9,13 @@ from __future__ import annotations
 from orchestrator.compatibility.rule import CompatContext, Finding, rule
 from orchestrator.compatibility.schedule_rules import SCHEDULE_FIELD
 from orchestrator.compatibility.unchecked import at_field
-from orchestrator.engines.sglang import ADAPTIVE_SOURCE, adaptive_unsupported
+from orchestrator.engines.sglang_adaptive import (
+    ADAPTIVE_DEFAULTS_SOURCE,
+    ADAPTIVE_SOURCE,
+    adaptive_launch,
+    adaptive_unsupported,
+)
+from orchestrator.profile.schema import SglangAdaptive
 
 #: Where the tree's largest size comes from: the draft keeps the `num_draft_tokens - 1` best of
 #: `topk + (steps - 1) x topk^2` scored candidates (torch.topk over them), since SGLang's first
@@ -104,36 +110,106 @@ def sglang_draft_tokens_are_consistent(ctx: CompatContext) -> Finding | None:
     return None
 
 
+def _adaptive(ctx: CompatContext) -> SglangAdaptive | None:
+    return ctx.profile.sglang.adaptive if ctx.profile.sglang is not None else None
+
+
 @rule(
     "engine.sglang-schedule-adapts",
     source=ADAPTIVE_SOURCE,
     applies=lambda ctx: (
         ctx.profile.speculative
-        and ctx.profile.proposer.num_speculative_tokens_per_batch_size is not None
+        and (
+            ctx.profile.proposer.num_speculative_tokens_per_batch_size is not None
+            or _adaptive(ctx) is not None
+        )
         and ctx.release.has("spec-batch-size-schedule")
     ),
 )
 def sglang_schedule_adapts(ctx: CompatContext) -> Finding | None:
-    """SGLang runs a draft length per batch size through --speculative-adaptive, which only
-    EAGLE, EAGLE3 and NEXTN chains (topk 1) without attention data parallelism use. For anything
-    else it logs a warning and runs one draft length at every load: the deployment serves
-    correctly, but not at the draft lengths the profile schedules, so specdeploy renders the
-    fixed proposer.num_speculative_tokens and says so."""
+    """SGLang runs a draft length per batch size, or one that follows the acceptance
+    (sglang.adaptive), through --speculative-adaptive, which only EAGLE, EAGLE3 and NEXTN chains
+    (topk 1) without attention data parallelism use. For anything else it logs a warning and runs
+    one draft length at every load: the deployment serves correctly, but not at the draft
+    lengths the profile asks for, so specdeploy renders the fixed proposer.num_speculative_tokens
+    and says so."""
     reason = adaptive_unsupported(ctx.profile)
     if reason is None:
         return None
     k = ctx.profile.proposer.num_speculative_tokens
+    field = "sglang.adaptive" if _adaptive(ctx) is not None else SCHEDULE_FIELD
     return at_field(
-        SCHEDULE_FIELD,
+        field,
         Finding.warning(
-            what=f"{SCHEDULE_FIELD} on SGLang {ctx.release.version}: {reason}",
+            what=f"{field} on SGLang {ctx.release.version}: {reason}",
             why=f"SGLang falls back to one draft length, so the launch runs k={k} at every load "
-            "and the schedule is not used",
-            fix=f"remove {SCHEDULE_FIELD} and set proposer.num_speculative_tokens to the k for "
-            "the load you expect, or use method eagle, eagle3 or mtp with sglang.eagle_topk: 1 "
-            "and no attention data parallelism",
+            f"and {field} is not used",
+            fix=f"remove {field} and set proposer.num_speculative_tokens to the k for the load "
+            "you expect, or use method eagle, eagle3 or mtp with sglang.eagle_topk: 1 and no "
+            "attention data parallelism",
         ),
     )
 
 
-RULES = (sglang_overlap_needs_topk_one, sglang_draft_tokens_are_consistent, sglang_schedule_adapts)
+@rule(
+    "engine.sglang-adaptive-config",
+    source=f"{ADAPTIVE_SOURCE}; {ADAPTIVE_DEFAULTS_SOURCE}",
+    applies=lambda ctx: ctx.profile.speculative and _adaptive(ctx) is not None,
+)
+def sglang_adaptive_config_is_served(ctx: CompatContext) -> list[Finding]:
+    """sglang.adaptive as the pinned release serves it. SGLang refuses to start when
+    --speculative-num-steps (proposer.num_speculative_tokens, where every slot starts) is not
+    one of the slots' candidate draft lengths (`_init_adaptive_speculative_params`). A schedule
+    (proposer.num_speculative_tokens_per_batch_size) is rendered as the same config file, so the
+    two cannot both be set. The config was read in SGLang 0.5.23 only: on another release it is
+    a warning that says so."""
+    adaptive = _adaptive(ctx)
+    if adaptive is None:
+        return []
+    findings: list[Finding] = []
+    if not ctx.release.has("spec-batch-size-schedule"):
+        findings.append(
+            Finding.warning(
+                what=f"sglang.adaptive on SGLang {ctx.release.version}: not verified "
+                "(specdeploy read --speculative-adaptive and its config in SGLang 0.5.23 only)",
+                why="a release without the flag refuses the launch; one with another config "
+                "format may refuse the file or read it differently",
+                fix="set engine.version: 0.5.23; once this release's adaptive config is known "
+                "to match, pass --ignore engine.sglang-adaptive-config",
+            )
+        )
+    if ctx.profile.proposer.num_speculative_tokens_per_batch_size is not None:
+        findings.append(
+            Finding.error(
+                what="sglang.adaptive and proposer.num_speculative_tokens_per_batch_size are "
+                "both set",
+                why="both are SGLang's --speculative-adaptive-config: specdeploy would render "
+                "one and drop the other",
+                fix="keep sglang.adaptive for a draft length that follows the acceptance, or "
+                "the schedule for one fixed per load",
+            )
+        )
+    launch = adaptive_launch(ctx.profile)
+    k = ctx.profile.proposer.num_speculative_tokens
+    if launch is not None and k not in launch.candidate_steps:
+        where = "sglang.adaptive.slots" if adaptive.slots else "SGLang's default config"
+        steps = ", ".join(map(str, launch.candidate_steps))
+        findings.append(
+            Finding.error(
+                what=f"proposer.num_speculative_tokens={k} is not a candidate draft length of "
+                f"{where} ({steps})",
+                why="SGLang starts every slot at --speculative-num-steps and refuses to start "
+                "when it is not among the candidates",
+                fix=f"set proposer.num_speculative_tokens to one of {steps}, or add {k} to a "
+                "slot's candidate_steps",
+            )
+        )
+    return [at_field("sglang.adaptive", finding) for finding in findings]
+
+
+RULES = (
+    sglang_overlap_needs_topk_one,
+    sglang_draft_tokens_are_consistent,
+    sglang_schedule_adapts,
+    sglang_adaptive_config_is_served,
+)

@@ -670,6 +670,57 @@ class VllmTuning(StrictModel):
     """KV cache size in GiB on device: cpu (VLLM_CPU_KVCACHE_SPACE); vLLM's default when omitted."""
 
 
+#: Most slots an SGLang adaptive config takes here (one per power of two of any batch is 20).
+MAX_ADAPTIVE_SLOTS: Final = 64
+
+
+class SglangAdaptiveSlot(StrictModel):
+    """One batch-size slot of SGLang's --speculative-adaptive-config: the draft lengths a batch of
+    at least `batch_size` sequences (up to the next slot's) moves between as the acceptance it
+    measures rises and falls. The knobs omitted take SGLang's defaults (AdaptiveStepSlot)."""
+
+    batch_size: PositiveInt
+    """Smallest batch size (after padding to the CUDA-graph batch size it runs at) of the slot;
+    a batch below every slot uses the first."""
+    candidate_steps: list[ScheduleTokens] = Field(min_length=1, max_length=MAX_SPECULATIVE_TOKENS)
+    """Draft lengths (--speculative-num-steps values) the slot may run; 0 drafts nothing."""
+    ema_alpha: Fraction | None = Field(default=None, gt=0.0, le=1.0)
+    """Weight of the newest batch in the acceptance average (SGLang's default 0.2)."""
+    warmup_batches: Annotated[int, Strict(), Field(ge=0, le=INT32_MAX)] | None = None
+    """Batches measured before the first move (default 10)."""
+    update_interval: PositiveInt | None = None
+    """Batches between moves (default 5)."""
+    up_hysteresis: Fraction | None = Field(default=None, ge=-8.0, le=8.0)
+    """Added to the acceptance a longer draft needs (default 0.0)."""
+    down_hysteresis: Fraction | None = Field(default=None, ge=-8.0, le=8.0)
+    """Added to the acceptance below which a shorter draft is chosen (default -0.25)."""
+    ceiling_coeff: Fraction | None = Field(default=None, ge=0.0, le=64.0)
+    """Caps a held draft length at ceil(acceptance x this); 0 (the default) caps nothing."""
+
+
+class SglangAdaptive(StrictModel):
+    """SGLang's acceptance-driven draft length (--speculative-adaptive): per batch-size slot, it
+    moves between candidate draft lengths as the acceptance it measures rises and falls, starting
+    at proposer.num_speculative_tokens. `slots` omitted runs SGLang's own default config."""
+
+    slots: list[SglangAdaptiveSlot] | None = Field(
+        default=None, min_length=1, max_length=MAX_ADAPTIVE_SLOTS
+    )
+    """The slots of --speculative-adaptive-config, each batch size once; omitted: SGLang's
+    DEFAULT_ADAPTIVE_CONFIG (no config file)."""
+
+    @model_validator(mode="after")
+    def _batch_sizes_once(self) -> SglangAdaptive:
+        sizes = [slot.batch_size for slot in self.slots or ()]
+        repeated = sorted({size for size in sizes if sizes.count(size) > 1})
+        if repeated:
+            raise ValueError(
+                f"batch_size {', '.join(map(str, repeated))} has more than one slot: SGLang keys "
+                "its config by batch size, so one would replace the other; merge them"
+            )
+        return self
+
+
 class SglangTuning(StrictModel):
     """SGLang-only knobs. Only allowed with engine.name: sglang."""
 
@@ -685,6 +736,10 @@ class SglangTuning(StrictModel):
     """Largest batch captured in a CUDA graph; lower it when memory is tight."""
     disable_overlap_schedule: Flag = False
     """Use the synchronous scheduler; required for tree drafting (eagle_topk > 1)."""
+    adaptive: SglangAdaptive | None = None
+    """Acceptance-driven draft length (--speculative-adaptive, SGLang 0.5.23): EAGLE, EAGLE-3 and
+    MTP chains only. For a draft length fixed per load use
+    proposer.num_speculative_tokens_per_batch_size instead (not both)."""
 
 
 class TrtllmTuning(StrictModel):

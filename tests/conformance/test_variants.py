@@ -151,6 +151,87 @@ def test_sglang_runs_a_schedule_as_its_adaptive_slots(
     assert picked["loaded"] == wanted and picked["seen"] == [[k] for k in wanted], picked
 
 
+SGLANG_TEST_SLOT = {
+    "batch_size": 1,
+    "candidate_steps": [1, 3],
+    "ema_alpha": 1.0,
+    "warmup_batches": 1,
+    "update_interval": 1,
+    "up_hysteresis": 0.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "k"),
+    [({"slots": [SGLANG_TEST_SLOT]}, 1), ({}, 3)],
+    ids=["slots-of-sglangs-test", "default-config"],
+)
+def test_sglang_adaptive_runs_as_sglang_starts_it(
+    sglang_referee: Referee,
+    stand_ins: StandIns,
+    tmp_path: Path,
+    adaptive: dict[str, Any],
+    k: int,
+) -> None:
+    """sglang.adaptive with the slot of SGLang's own adaptive test (candidates 1 and 3, moved
+    after every batch), and with no slots (SGLang's default config): SGLang 0.5.23 resolves the
+    rendered launch with adaptive on, starting at the profile's k; with slots, its controller,
+    loading the rendered file, moves between 1 and 3 as acceptance rises and falls."""
+    changes = dict(SGLANG_VARIANTS["eagle3-chain"])
+    changes["proposer"] = {**changes["proposer"], "num_speculative_tokens": k}
+    changes["sglang"] = {"eagle_topk": 1, "adaptive": adaptive}
+    path = variant("sglang-qwen25-7b-standalone.yaml", "s-adaptive", changes, tmp_path)
+    plan = load_and_plan(path, offline=True)
+    assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
+    assert plan.launch is not None
+    argv = sglang_tests.referee_argv(plan, stand_ins)
+    assert "--speculative-adaptive" in argv
+    config = None
+    if adaptive:
+        ((name, content),) = plan.launch.config_files.items()
+        config = tmp_path / name
+        config.write_text(content)
+        argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    else:
+        assert "--speculative-adaptive-config" not in argv and not plan.launch.config_files
+    verdict = sglang_referee.ask({"argv": argv, "resolve": True})
+    assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
+    resolved = verdict["resolved"]
+    assert resolved["speculative_adaptive"] is True
+    assert (
+        resolved["speculative_num_steps"] == k and resolved["speculative_num_draft_tokens"] == k + 1
+    )
+    if config is not None:
+        picked = sglang_referee.ask(
+            {"adaptive": str(config), "initial_steps": k, "batch_sizes": [1, 4]}
+        )
+        assert picked["ok"], picked
+        assert picked["loaded"] == [1, 1] and picked["seen"] == [[1, 3], [1, 3]], picked
+
+
+def test_sglang_adaptive_starting_off_its_candidates_is_refused_by_both(
+    sglang_referee: Referee, stand_ins: StandIns, tmp_path: Path
+) -> None:
+    """k=2 with candidates 1 and 3: specdeploy refuses with engine.sglang-adaptive-config, and
+    SGLang 0.5.23, given the same launch, refuses to start."""
+    changes = dict(SGLANG_VARIANTS["eagle3-chain"])
+    changes["proposer"] = {**changes["proposer"], "num_speculative_tokens": 2}
+    changes["sglang"] = {"eagle_topk": 1, "adaptive": {"slots": [SGLANG_TEST_SLOT]}}
+    path = variant("sglang-qwen25-7b-standalone.yaml", "s-adaptive-off", changes, tmp_path)
+    assert [f.rule for f in load_and_plan(path, offline=True).errors] == [
+        "engine.sglang-adaptive-config"
+    ]
+    plan = load_and_plan(path, offline=True, ignore=frozenset({"engine.sglang-adaptive-config"}))
+    assert plan.ok() and plan.launch is not None
+    ((name, content),) = plan.launch.config_files.items()
+    config = tmp_path / name
+    config.write_text(content)
+    argv = sglang_tests.referee_argv(plan, stand_ins)
+    argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    verdict = sglang_referee.ask({"argv": argv, "resolve": True})
+    assert not verdict["ok"] and "not in the adaptive config candidate_steps" in verdict["error"]
+
+
 def test_a_schedule_sglang_cannot_adapt_is_a_warning_and_renders_one_draft_length(
     tmp_path: Path,
 ) -> None:

@@ -65,4 +65,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.spec-schedule-clamped",
         "engine.spec-schedule-data-parallel",
         "engine.sglang-schedule-adapts",
+        "engine.sglang-adaptive-config",
     }

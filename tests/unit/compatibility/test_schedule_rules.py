@@ -16,12 +16,16 @@ from orchestrator.compatibility.schedule_rules import (
     schedule_needs_a_proposer,
 )
 from orchestrator.engines.capabilities import release_for
-from orchestrator.engines.sglang_rules import sglang_schedule_adapts
+from orchestrator.engines.sglang_rules import (
+    sglang_adaptive_config_is_served,
+    sglang_schedule_adapts,
+)
 from orchestrator.engines.vllm_rules import (
     schedule_is_valid,
     schedule_runs_without_data_parallelism,
     schedule_stays_within_the_draft_length,
 )
+from orchestrator.profile.issues import ProfileInvalid
 from tests.support import make_profile
 
 GOOD = [[1, 8, 4], [9, 64, 2], [65, 1024, 0]]
@@ -260,3 +264,70 @@ class TestSglangScheduleAdapts:
         assert "engine.sglang-schedule-adapts" not in {f.rule for f in check_compatibility(older)}
         plain = ctx(None, engine=SGLANG)
         assert "engine.sglang-schedule-adapts" not in {f.rule for f in check_compatibility(plain)}
+
+    def test_sglang_adaptive_on_a_draft_that_does_not_adapt_names_its_field(self) -> None:
+        adaptive = ctx(None, engine=SGLANG, sglang={"adaptive": {}})
+        finding = only(sglang_schedule_adapts(adaptive))
+        assert finding.field == "sglang.adaptive" and "STANDALONE does not adapt" in finding.what
+        assert "sglang.adaptive is not used" in finding.why
+
+
+class TestSglangAdaptiveConfigIsServed:
+    """sglang.adaptive as SGLang 0.5.23 starts it (`_init_adaptive_speculative_params`); the same
+    launches refereed by SGLang's own parser are in tests/conformance/test_variants.py."""
+
+    HEAD: ClassVar[dict[str, Any]] = {
+        "method": "eagle3",
+        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    }
+
+    def adaptive(self, k: int, adaptive: dict[str, Any], **sections: Any) -> CompatContext:
+        sections.setdefault("engine", SGLANG)
+        head = {**self.HEAD, "num_speculative_tokens": k}
+        return ctx(None, proposer=head, sglang={"adaptive": adaptive}, **sections)
+
+    def test_a_start_among_the_candidates_passes(self) -> None:
+        slots = {"slots": [{"batch_size": 1, "candidate_steps": [1, 3]}]}
+        assert sglang_adaptive_config_is_served(self.adaptive(3, slots)) == []
+        # SGLang's default config: slots of [1, 3, 5, 7], [0, 1, 3], [0, 1] and [0]
+        assert sglang_adaptive_config_is_served(self.adaptive(5, {})) == []
+
+    def test_a_start_that_is_no_candidate_is_refused(self) -> None:
+        slots = {"slots": [{"batch_size": 1, "candidate_steps": [1, 3]}]}
+        finding = only(sglang_adaptive_config_is_served(self.adaptive(2, slots)))
+        assert finding.severity == "error" and finding.field == "sglang.adaptive"
+        assert "proposer.num_speculative_tokens=2" in finding.what and "(1, 3)" in finding.what
+        assert "refuses to start" in finding.why and "one of 1, 3" in finding.fix
+        default = only(sglang_adaptive_config_is_served(self.adaptive(4, {})))
+        assert "SGLang's default config (0, 1, 3, 5, 7)" in default.what
+
+    def test_a_schedule_beside_it_is_refused(self) -> None:
+        both = self.adaptive(3, {})
+        profile = both.profile.model_copy(
+            update={
+                "proposer": both.profile.proposer.model_copy(
+                    update={"num_speculative_tokens_per_batch_size": ((1, 8, 3),)}
+                )
+            }
+        )
+        findings = sglang_adaptive_config_is_served(
+            CompatContext(profile=profile, release=both.release)
+        )
+        assert [f.severity for f in findings] == ["error"]
+        assert "both set" in findings[0].what
+
+    def test_another_release_is_a_warning_that_says_it_was_not_read(self) -> None:
+        older = self.adaptive(3, {}, engine={"name": "sglang", "version": "0.5.14"})
+        finding = only(sglang_adaptive_config_is_served(older))
+        assert finding.severity == "warning" and "not verified" in finding.what
+
+    def test_does_not_apply_to_a_baseline(self) -> None:
+        baseline = ctx(None, proposer={"method": "none"}, engine=SGLANG,
+                       sglang={"adaptive": {}})  # fmt: skip
+        rules = {f.rule for f in check_compatibility(baseline)}
+        assert "engine.sglang-adaptive-config" not in rules
+
+    def test_repeated_batch_sizes_are_refused_when_the_profile_loads(self) -> None:
+        with pytest.raises(ProfileInvalid, match="batch_size 8 has more than one slot"):
+            self.adaptive(3, {"slots": [{"batch_size": 8, "candidate_steps": [1]},
+                                        {"batch_size": 8, "candidate_steps": [3]}]})  # fmt: skip

@@ -214,6 +214,37 @@ class TestSglang:
         assert flag(argv, "--speculative-num-draft-tokens") == "8"
         assert "--disable-overlap-schedule" in argv
 
+    def test_sglang_adaptive_renders_its_slots_and_sizes_for_the_longest(self) -> None:
+        slot = {"batch_size": 8, "candidate_steps": [3, 1], "ema_alpha": 0.5}
+        profile = make_profile(
+            engine=SGLANG,
+            proposer={"method": "mtp", "num_speculative_tokens": 1},
+            sglang={"adaptive": {"slots": [slot, {"batch_size": 1, "candidate_steps": [1, 5]}]}},
+        )
+        rendered = launch(profile)
+        argv = rendered.argv
+        assert flag(argv, "--speculative-num-steps") == "1"  # where every slot starts
+        assert flag(argv, "--speculative-num-draft-tokens") == "2"
+        assert "--speculative-adaptive" in argv
+        assert flag(argv, "--speculative-adaptive-config").endswith("/sglang-adaptive.json")
+        document = json.loads(rendered.config_files["sglang-adaptive.json"])
+        assert document == {  # slots by batch size; knobs not set are SGLang's defaults
+            "1": {"candidate_steps": [1, 5]},
+            "8": {"candidate_steps": [3, 1], "ema_alpha": 0.5},
+        }
+        # SGLang sizes its speculative buffers for the longest candidate: 5 steps + 1
+        slots = ENGINES["sglang"].memory.state_slots(profile)
+        assert slots.extra_conv_positions == 6 and slots.copies == 7
+        default = make_profile(
+            engine=SGLANG,
+            proposer={"method": "mtp", "num_speculative_tokens": 3},
+            sglang={"adaptive": {}},
+        )
+        plain = launch(default)
+        assert "--speculative-adaptive" in plain.argv and not plain.config_files
+        assert "--speculative-adaptive-config" not in plain.argv
+        assert ENGINES["sglang"].memory.state_slots(default).extra_conv_positions == 8  # 7 + 1
+
     def test_mtp_uses_target_as_draft(self) -> None:
         profile = make_profile(
             engine=SGLANG, proposer={"method": "mtp", "num_speculative_tokens": 1}
