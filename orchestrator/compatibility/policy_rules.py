@@ -47,4 +47,38 @@ def policy_can_act(ctx: CompatContext) -> Finding | None:
     )
 
 
-RULES = (policy_can_act,)
+@rule(
+    "engine.policy-explore",
+    source="orchestrator/operator/policy.py explore_share (an HTTPRoute splits by weight, the "
+    "front Service by pod); https://kubernetes.io/docs/reference/networking/virtual-ips/ "
+    "(kube-proxy picks a backend pod per connection)",
+    applies=lambda ctx: (
+        ctx.profile.policy is not None and ctx.profile.policy.explore_percent is not None
+    ),
+)
+def policy_explore_can_act(ctx: CompatContext) -> Finding | None:
+    """policy.explore_percent bounds the traffic the idle twin gets while the operator times it.
+    Only `switch` explores, and the front Service (no policy.gateway) splits by pod, so it can
+    give the idle twin half the traffic (both twins run deploy.replicas) or nothing: a smaller
+    bound there means the operator never explores, which the profile does not say."""
+    policy = ctx.profile.policy
+    assert policy is not None and policy.explore_percent is not None
+    percent = policy.explore_percent
+    if policy.mode != "switch":
+        what = f"policy.explore_percent={percent} with policy.mode={policy.mode}"
+        why = "only switch moves traffic between the twins, so nothing is explored"
+        fix = "remove policy.explore_percent, or set policy.mode: switch"
+    elif policy.gateway is None and percent < 50:
+        what = f"policy.explore_percent={percent} without policy.gateway"
+        why = (
+            "the front Service splits traffic by pod, so exploring would give the idle twin half "
+            f"of it (its share of the pods), more than {percent}%: the operator never explores "
+            "and times the idle twin only from mirrored traffic"
+        )
+        fix = "set policy.gateway (an HTTPRoute splits by weight), or policy.explore_percent: 50"
+    else:
+        return None
+    return at_field("policy.explore_percent", Finding.warning(what=what, why=why, fix=fix))
+
+
+RULES = (policy_can_act, policy_explore_can_act)

@@ -36,7 +36,15 @@ from orchestrator.operator.metrics import (
     SCRAPES,
 )
 from orchestrator.operator.objects import Owner, own, speculative_workload, traffic_split
-from orchestrator.operator.policy import VARIANTS, Decision, Memory, Observation, Variant, step
+from orchestrator.operator.policy import (
+    VARIANTS,
+    Decision,
+    Memory,
+    Observation,
+    Variant,
+    explore_share,
+    step,
+)
 from orchestrator.operator.reconcile import (
     Emit,
     conditions_of,
@@ -117,7 +125,9 @@ def tick(
         return {**_ready_condition(body, cluster, profile, owner), "loop": health}
     if loop.get("specTokens") != profile.proposer.num_speculative_tokens:
         memory = Memory(active=memory.active, changed_at=memory.changed_at, tpot=memory.tpot)
-    memory, decision = step(policy, memory, observation, profile.proposer.num_speculative_tokens)
+    share = explore_share(policy, policy.gateway is not None, profile.deploy.replicas)
+    spec_tokens = profile.proposer.num_speculative_tokens
+    memory, decision = step(policy, memory, observation, spec_tokens, share)
     DECISIONS.inc(action=decision.action, reason=decision.reason)
     out = _act(body, source, cluster, owner, memory, decision, emit)
     loop_status = {
@@ -143,7 +153,7 @@ def tick(
         "decisions": decisions,
         "acceptance": acceptance,
         "conditions": _with_ready(conditions, cluster, profile, owner, body),
-        "traffic": traffic_status(profile, decision.active),
+        "traffic": traffic_status(profile, decision.active, decision.explore_percent),
         "verdict": verdict(profile, decision.active),
     }
 
@@ -252,23 +262,25 @@ def _counter(name: str) -> bool:
 
 def _common_sums(
     before: dict[str, Samples], after: dict[str, Samples]
-) -> tuple[Samples, Samples] | None:
+) -> tuple[Samples, Samples, int] | None:
     """Both scrapes summed over the pods present in both whose counters did not go back (a
-    restarted pod starts from zero): a pod joining or leaving changes neither sum, so the
-    difference is the interval's traffic. None when no pod is comparable."""
+    restarted pod starts from zero), and how many pods that is: a pod joining or leaving changes
+    neither sum, so the difference is the interval's traffic. None when no pod is comparable."""
     first: dict[str, float] = {}
     second: dict[str, float] = {}
+    pods = 0
     for pod, now in after.items():
         then = before.get(pod)
         if then is None or any(
             _counter(name) and now.get(name, value) < value for name, value in then.items()
         ):
             continue
+        pods += 1
         for name, value in then.items():
             first[name] = first.get(name, 0.0) + value
         for name, value in now.items():
             second[name] = second.get(name, 0.0) + value
-    return (first, second) if second else None
+    return (first, second, pods) if second else None
 
 
 def _observe(
@@ -281,6 +293,7 @@ def _observe(
     """The interval since the previous scrape, or None on the first one (only remembered)."""
     engine = ENGINES[profile.engine.name].metrics
     windows: dict[str, Any] = {}
+    pods: dict[str, int] = {}
     previous_at = None
     for variant, samples in current.items():
         key = (owner.uid, variant)
@@ -293,12 +306,15 @@ def _observe(
         if before is None or sums is None:
             continue
         previous_at = before.at if previous_at is None else min(previous_at, before.at)
-        windows[variant] = (engine.serving(*sums), engine.acceptance(*sums))
+        first, second, pods[variant] = sums
+        windows[variant] = (engine.serving(first, second), engine.acceptance(first, second))
     if previous_at is None:
         return None
     speculative = windows.get("speculative", (None, None))
     baseline = windows.get("baseline", (None, None))
-    return Observation(now, now - previous_at, speculative[0], baseline[0], speculative[1])
+    return Observation(
+        now, now - previous_at, speculative[0], baseline[0], speculative[1], pods=pods
+    )
 
 
 def _act(
@@ -333,6 +349,11 @@ def _act(
             decision.reason if failover else "Switched",
             decision.message,
         )
+    elif decision.action == "explore":
+        split = traffic_split(plan, decision.active, decision.explore_percent)
+        results = cluster.apply([own(split, owner)], force_conflicts=True)
+        aborted = decision.reason == "ExploreAborted"
+        emit("Warning" if aborted else "Normal", decision.reason, decision.message)
     else:
         results = cluster.apply(speculative_workload(plan, owner), force_conflicts=True)
         emit("Normal", "Retuned", decision.message + " (rolling update of the speculative twin)")

@@ -3,9 +3,11 @@ their Services and ConfigMaps, from the `kubernetes` emitter) and the traffic sp
 ownerReference to the resource, so deleting the resource deletes them (garbage collection).
 
 The traffic split is the operator's own (it decides the weights):
-* a front Service `<name>-front` whose selector picks the active twin's pods (any cluster); or
+* a front Service `<name>-front` whose selector picks the active twin's pods (any cluster), or
+  both twins' pods while the idle one is explored (a split by pod); or
 * with `policy.gateway`, a Gateway API HTTPRoute `<name>` attached to that Gateway, with one
-  weighted backendRef per twin's Service (https://gateway-api.sigs.k8s.io/reference/spec/#httpbackendref).
+  weighted backendRef per twin's Service (https://gateway-api.sigs.k8s.io/reference/spec/#httpbackendref):
+  100 / 0, or 100 - p / p while the idle twin is explored with p percent of the traffic.
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ class Owner:
         }
 
 
-def owned_manifests(plan: DeploymentPlan, owner: Owner, active: Variant) -> list[Manifest]:
+def owned_manifests(
+    plan: DeploymentPlan, owner: Owner, active: Variant, explore: int = 0
+) -> list[Manifest]:
     """Every object of the plan plus the traffic split, owned by `owner`, in its namespace."""
-    objects = [*EMITTERS["kubernetes"].emit(plan), traffic_split(plan, active)]
+    objects = [*EMITTERS["kubernetes"].emit(plan), traffic_split(plan, active, explore)]
     return [own(m, owner) for m in objects]
 
 
@@ -69,33 +73,39 @@ def speculative_workload(plan: DeploymentPlan, owner: Owner) -> list[Manifest]:
     ]
 
 
-def traffic_split(plan: DeploymentPlan, active: Variant) -> Manifest:
-    """The front Service, or the HTTPRoute when the policy names a Gateway."""
+def traffic_split(plan: DeploymentPlan, active: Variant, explore: int = 0) -> Manifest:
+    """The front Service, or the HTTPRoute when the policy names a Gateway; `explore` is the
+    idle twin's share (percent) while it is explored, 0 otherwise."""
     profile = plan.profile
     port = plan.launch_for(container=True).port
     if profile.policy is not None and profile.policy.gateway is not None:
-        return http_route(profile, port, active)
-    return front_service(profile, port, active)
+        return http_route(profile, port, active, explore)
+    return front_service(profile, port, active, explore)
 
 
-def front_service(profile: Profile, port: int, active: Variant) -> Manifest:
-    """A Service that selects the active twin's pods (every variant carries the profile label)."""
+def front_service(profile: Profile, port: int, active: Variant, explore: int = 0) -> Manifest:
+    """A Service that selects the active twin's pods (every variant carries the profile label),
+    or, while the idle twin is explored, every pod of both (kube-proxy spreads by pod)."""
     labels = {**profile_selector(profile), "app.kubernetes.io/component": "traffic-split"}
+    selector = {PROFILE_LABEL: profile.metadata.name}
+    if not explore:
+        selector[VARIANT_LABEL] = active
     body = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": front_name(profile), "labels": labels},
         "spec": {
             "type": "ClusterIP",
-            "selector": {PROFILE_LABEL: profile.metadata.name, VARIANT_LABEL: active},
+            "selector": selector,
             "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
     return Manifest(body=body, source="operator/front-service")
 
 
-def http_route(profile: Profile, port: int, active: Variant) -> Manifest:
-    """An HTTPRoute sending all traffic to the active twin's Service (weight 100 / 0)."""
+def http_route(profile: Profile, port: int, active: Variant, explore: int = 0) -> Manifest:
+    """An HTTPRoute sending all traffic to the active twin's Service (weight 100 / 0), or
+    100 - explore / explore while the idle twin is explored."""
     assert profile.policy is not None and profile.policy.gateway is not None
     gateway = profile.policy.gateway
     parent: dict[str, Any] = {"name": gateway.name}
@@ -104,7 +114,11 @@ def http_route(profile: Profile, port: int, active: Variant) -> Manifest:
     if gateway.section_name is not None:
         parent["sectionName"] = gateway.section_name
     refs = [
-        {"name": object_name(profile, v), "port": port, "weight": 100 if v == active else 0}
+        {
+            "name": object_name(profile, v),
+            "port": port,
+            "weight": 100 - explore if v == active else explore,
+        }
         for v in twins(profile)
     ]
     labels = {**profile_selector(profile), "app.kubernetes.io/component": "traffic-split"}

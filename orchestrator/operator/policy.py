@@ -7,9 +7,11 @@ decide alone), remembers each twin's time per output token per load level, and r
 memory and one `Decision` with its evidence.
 
 * switch: health first: when no pod of the active twin answers and the other twin's do, traffic
-  moves at once. Otherwise traffic goes to the twin with the lower time per output token *at the current load*
-  (requests in the server, by Little's law). The other twin must be faster by `hysteresis`, and
-  no change happens within `dwell_seconds` of the last one, so traffic never flaps.
+  moves at once. Otherwise traffic goes to the twin with the lower time per output token *at the
+  current load* (requests in the server per pod, by Little's law). The other twin must be faster
+  by `hysteresis`, and no change happens within `dwell_seconds` of the last one, so traffic never
+  flaps. All traffic never goes to a twin not timed at the current load: it is timed from
+  mirrored traffic, or by exploring with at most `explore_percent` of the traffic (`explore`).
 * retune: `num_speculative_tokens` follows the per-position acceptance: lowered to the positions
   accepted at least `lower_below` of the time, raised by one while the deepest is accepted at
   least `raise_above` of the time; also at most one change per dwell time.
@@ -18,6 +20,7 @@ memory and one `Decision` with its evidence.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
@@ -25,12 +28,17 @@ from orchestrator.engines.metrics import Acceptance, Serving
 from orchestrator.profile.schema import PolicySpec
 
 Variant = Literal["speculative", "baseline"]
-Action = Literal["hold", "switch", "retune"]
+Action = Literal["hold", "switch", "retune", "explore"]
 VARIANTS: Final[tuple[Variant, Variant]] = ("speculative", "baseline")
 #: Intervals the active twin is measured alone at a load before the idle twin is tried there.
 EXPLORE_AFTER: Final = 3
 #: A remembered time per output token older than this many dwell times is forgotten.
 MEMORY_DWELLS: Final = 10
+#: Two twins whose pods finished requests at rates within this factor got the same offered load
+#: per pod (mirrored traffic, or a split in proportion to their pods): both are filed under one
+#: load level, the mean of theirs, so that the faster twin (fewer requests in the server at the
+#: same arrival rate) is not filed under a lower level than the slower one.
+SAME_ARRIVALS: Final = 1.5
 
 
 @dataclass(frozen=True)
@@ -46,9 +54,20 @@ class Observation:
     """The speculative twin's acceptance over the interval."""
     unhealthy: frozenset[Variant] = frozenset()
     """Twins none of whose pods answered /metrics this interval (no ready pod, or all silent)."""
+    pods: Mapping[str, int] = field(default_factory=dict)
+    """Pods of each twin whose counters the interval's figures sum (1 when not given)."""
 
     def serving(self, variant: Variant) -> Serving | None:
         return self.speculative if variant == "speculative" else self.baseline
+
+    def per_pod(self, variant: Variant) -> tuple[float, float] | None:
+        """(requests in the server, requests finished per second), per pod of the twin; None
+        when it finished nothing."""
+        serving = self.serving(variant)
+        if serving is None or serving.finished <= 0 or self.interval_s <= 0:
+            return None
+        pods = max(1, self.pods.get(variant, 1))
+        return serving.busy_s / self.interval_s / pods, serving.finished / self.interval_s / pods
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,10 @@ class Memory:
     per_position: tuple[float, ...] = ()
     num_speculative_tokens: int | None = None
     """The draft length retune set (None: the spec's)."""
+    exploring: int = 0
+    """Percent of the traffic the idle twin gets while it is timed (0: not exploring)."""
+    explored_at: float | None = None
+    """When the exploring began."""
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -78,6 +101,9 @@ class Memory:
             "acceptanceRate": self.acceptance_rate,
             "perPosition": list(self.per_position),
             "numSpeculativeTokens": self.num_speculative_tokens,
+            "explore": {"percent": self.exploring, "since": self.explored_at}
+            if self.exploring
+            else None,
         }
 
     @classmethod
@@ -92,6 +118,8 @@ class Memory:
             }
             active = raw.get("active")
             k = raw.get("numSpeculativeTokens")
+            explore = raw.get("explore") or {}
+            percent = int(explore.get("percent") or 0) if isinstance(explore, dict) else 0
             return cls(
                 active=active if active in VARIANTS else "speculative",
                 changed_at=_float(raw.get("changedAt")),
@@ -101,6 +129,8 @@ class Memory:
                 acceptance_rate=_float(raw.get("acceptanceRate")),
                 per_position=tuple(float(p) for p in raw.get("perPosition") or ()),
                 num_speculative_tokens=int(k) if k is not None else None,
+                exploring=percent if 0 < percent <= 50 else 0,
+                explored_at=_float(explore.get("since")) if percent else None,
             )
         except (TypeError, ValueError, IndexError, AttributeError):
             return cls()
@@ -117,28 +147,50 @@ class Decision:
     evidence: dict[str, Any]
     active: Variant
     num_speculative_tokens: int | None = None
+    explore_percent: int = 0
+    """The idle twin's share of the traffic after this decision (0: none)."""
 
 
 def step(
-    policy: PolicySpec, memory: Memory, obs: Observation, spec_tokens: int
+    policy: PolicySpec,
+    memory: Memory,
+    obs: Observation,
+    spec_tokens: int,
+    explore: int | None = None,
 ) -> tuple[Memory, Decision]:
-    """Fold one observation into the memory and decide; `spec_tokens` is the spec's draft length."""
+    """Fold one observation into the memory and decide; `spec_tokens` is the spec's draft length,
+    `explore` the share (percent) of traffic the route can give the idle twin to time it (None:
+    it cannot, within policy.explore_percent: `explore_share`)."""
     memory = observe(policy, memory, obs)
     if policy.mode == "switch":
-        return decide_switch(policy, memory, obs)
+        return decide_switch(policy, memory, obs, explore)
     if policy.mode == "retune":
         return decide_retune(policy, memory, obs, spec_tokens)
-    evidence = _evidence(memory, obs, observed_level(obs))
+    evidence = _evidence(memory, obs, levels(obs).get(memory.active))
     return memory, Decision("hold", "Static", "policy.mode is static", evidence, memory.active)
+
+
+def explore_share(policy: PolicySpec, gateway: bool, pods_per_twin: int) -> int | None:
+    """The share (percent) of traffic exploring gives the idle twin, or None when the route
+    cannot keep it within policy.explore_percent: an HTTPRoute splits by weight, so the idle twin
+    gets explore_percent; the front Service splits by pod, so it gets its share of the pods
+    (half, both twins having deploy.replicas)."""
+    bound = policy.explore_percent
+    if bound is None or pods_per_twin < 1:
+        return None
+    if gateway:
+        return bound
+    return 50 if bound >= 50 else None
 
 
 def observe(policy: PolicySpec, memory: Memory, obs: Observation) -> Memory:
     """The memory with this interval's measurements folded into its moving averages."""
-    tpot = {v: dict(levels) for v, levels in memory.tpot.items()}
+    tpot = {v: dict(levels_) for v, levels_ in memory.tpot.items()}
     horizon = obs.at - MEMORY_DWELLS * policy.dwell_seconds
-    level = observed_level(obs)
+    filed = levels(obs)
     for variant in VARIANTS:
         serving = obs.serving(variant)
+        level = filed.get(variant)
         kept = {b: e for b, e in tpot.get(variant, {}).items() if e[1] >= horizon}
         timed = serving is not None and serving.tpot_s is not None and level is not None
         if timed and serving is not None and serving.finished >= policy.min_requests:
@@ -168,29 +220,34 @@ def _observe_acceptance(policy: PolicySpec, memory: Memory, accepted: Acceptance
     return replace(memory, acceptance_length=length, acceptance_rate=rate, per_position=positions)
 
 
-def decide_switch(policy: PolicySpec, memory: Memory, obs: Observation) -> tuple[Memory, Decision]:
-    """Keep or move traffic: the faster twin at the current load, with hysteresis and dwell."""
+def decide_switch(
+    policy: PolicySpec, memory: Memory, obs: Observation, explore: int | None = None
+) -> tuple[Memory, Decision]:
+    """Keep or move traffic: the faster twin at the current load, with hysteresis and dwell. A
+    twin not timed at that load gets at most `explore` percent of the traffic until it is."""
     active, other = memory.active, _other(memory.active)
-    level = observed_level(obs)
+    level = levels(obs).get(active)
     evidence = _evidence(memory, obs, level)
+    if memory.exploring:
+        evidence["explorePercent"] = memory.exploring
     if active in obs.unhealthy and other not in obs.unhealthy:
         # Health before speed, as Argo Rollouts and Flagger gate on health first: no dwell and
         # no evidence needed to leave a twin that cannot serve for one that answers.
         why = f"no pod of the {active} twin answers; traffic to the {other} twin, which does"
         return _switch(memory, obs, "ActiveUnhealthy", why, evidence)
+    if memory.exploring and other in obs.unhealthy:
+        why = f"the explored {other} twin stopped answering: all traffic back to the {active} twin"
+        return _explore(memory, obs, 0, "ExploreAborted", why, evidence)
     if level is None:
-        return memory, _hold("Idle", f"the {active} twin finished no request", evidence, active)
+        why = f"the {active} twin finished no request"
+        return memory, _hold("Idle", why, evidence, active, explore=memory.exploring)
     mine, theirs = memory.tpot.get(active, {}).get(level), memory.tpot.get(other, {}).get(level)
     if mine is None:
         why = f"too few finished requests to time the {active} twin at load {level}"
-        return memory, _hold("NoEvidence", why, evidence, active)
+        return memory, _hold("NoEvidence", why, evidence, active, explore=memory.exploring)
     waited = _dwell_left(policy, memory, obs.at)
     if theirs is None:
-        if memory.alone < EXPLORE_AFTER or waited > 0:
-            why = f"the {other} twin was never timed at load {level} (mirror traffic to it)"
-            return memory, _hold("NoEvidence", why, evidence, active)
-        why = f"the {other} twin was never timed at load {level}: trying it"
-        return _switch(memory, obs, "Exploring", why, evidence)
+        return _explore_or_hold(policy, memory, obs, level, explore, evidence)
     ratio = theirs[0] / mine[0]
     evidence["tpotRatio"] = round(ratio, 3)
     figures = (
@@ -199,12 +256,54 @@ def decide_switch(policy: PolicySpec, memory: Memory, obs: Observation) -> tuple
     )
     if ratio > 1 - policy.hysteresis:
         reason = "Winning" if ratio >= 1 else "WithinHysteresis"
-        return memory, _hold(reason, f"{active} stays: {figures}", evidence, active)
-    if waited > 0:
+        return _held(memory, obs, reason, f"{active} stays: {figures}", evidence)
+    if waited > 0 and not memory.exploring:
         why = f"{other} is faster ({figures}) but the last change was {waited:.0f} s too recent"
         return memory, _hold("Dwelling", why, evidence, active)
     reason = "SpeculationWins" if other == "speculative" else "BaselineWins"
     return _switch(memory, obs, reason, f"traffic to {other}: {figures}", evidence)
+
+
+def _explore_or_hold(
+    policy: PolicySpec,
+    memory: Memory,
+    obs: Observation,
+    level: str,
+    explore: int | None,
+    evidence: dict[str, Any],
+) -> tuple[Memory, Decision]:
+    """The idle twin was never timed at the current load: explore with a bounded share of the
+    traffic (never all of it), keep exploring until it is timed there, and stop after a dwell
+    time if the share cannot load it as the active twin is loaded."""
+    active, other = memory.active, _other(memory.active)
+    if memory.exploring:
+        assert memory.explored_at is not None
+        timed_at = levels(obs).get(other)
+        if obs.at - memory.explored_at < policy.dwell_seconds:
+            why = (
+                f"{memory.exploring}% of the traffic goes to the {other} twin to time it at load "
+                f"{level}" + (f" (timed at load {timed_at} so far)" if timed_at else "")
+            )
+            return memory, _hold("Exploring", why, evidence, active, explore=memory.exploring)
+        why = (
+            f"{memory.exploring}% of the traffic for {policy.dwell_seconds} s timed the {other} "
+            f"twin at load {timed_at or 'none'} per pod, not at the {active} twin's {level}: a "
+            "share that small cannot load it as much (mirror traffic to it, or give the idle "
+            "twin fewer pods than the active one); all traffic back to the active twin"
+        )
+        return _explore(memory, obs, 0, "ExploreInconclusive", why, evidence)
+    if explore is None:
+        why = (
+            f"the {other} twin was never timed at load {level}: mirror traffic to it, or set "
+            "policy.explore_percent (with policy.gateway, any share up to 50; with the front "
+            "Service, 50: it splits by pod)"
+        )
+        return memory, _hold("NoEvidence", why, evidence, active)
+    if memory.alone < EXPLORE_AFTER or _dwell_left(policy, memory, obs.at) > 0:
+        why = f"the {other} twin was never timed at load {level}; exploring after a quiet dwell"
+        return memory, _hold("NoEvidence", why, evidence, active)
+    why = f"the {other} twin was never timed at load {level}: {explore}% of the traffic to it"
+    return _explore(memory, obs, explore, "Exploring", why, evidence)
 
 
 def decide_retune(
@@ -212,7 +311,7 @@ def decide_retune(
 ) -> tuple[Memory, Decision]:
     """Keep or change the draft length from the smoothed per-position acceptance."""
     current = memory.num_speculative_tokens or spec_tokens
-    level = load_level(obs.serving("speculative"), obs.interval_s)
+    level = levels(obs).get("speculative")
     evidence = _evidence(memory, obs, level)
     evidence["numSpeculativeTokens"] = current
     positions, rules = memory.per_position, policy.retune
@@ -248,16 +347,18 @@ def proposed_length(positions: tuple[float, ...], policy: PolicySpec) -> int:
     return current
 
 
-def observed_level(obs: Observation) -> str | None:
-    """The interval's load level: the mean of the loads of the twins that served requests in it
-    (with mirrored traffic both did, at the same offered load; without, only the active one).
-    Both twins' times per output token are filed under it, so they compare at equal load."""
-    loads = [
-        s.busy_s / obs.interval_s
-        for s in (obs.speculative, obs.baseline)
-        if s is not None and s.finished > 0 and obs.interval_s > 0
-    ]
-    return level_of(sum(loads) / len(loads)) if loads else None
+def levels(obs: Observation) -> dict[Variant, str]:
+    """The load level each twin that served requests is filed under: requests in the server per
+    pod (Little's law). Twins whose pods got the same arrivals (SAME_ARRIVALS: mirrored traffic,
+    or a split in proportion to their pods) share the mean of their levels, so they compare at
+    equal load; otherwise (an explore share below that) each has its own."""
+    loads = {v: per for v in VARIANTS if (per := obs.per_pod(v)) is not None}
+    if len(loads) == 2:
+        (load_a, rate_a), (load_b, rate_b) = loads.values()
+        if max(rate_a, rate_b) <= SAME_ARRIVALS * min(rate_a, rate_b):
+            common = level_of((load_a + load_b) / 2)
+            return dict.fromkeys(loads, common)
+    return {v: level_of(load) for v, (load, _) in loads.items()}
 
 
 def load_level(serving: Serving | None, interval_s: float) -> str | None:
@@ -280,14 +381,46 @@ def _switch(
     memory: Memory, obs: Observation, reason: str, message: str, evidence: dict[str, Any]
 ) -> tuple[Memory, Decision]:
     target = _other(memory.active)
-    memory = replace(memory, active=target, changed_at=obs.at, alone=0)
+    memory = replace(memory, active=target, changed_at=obs.at, alone=0, exploring=0)
+    memory = replace(memory, explored_at=None)
     return memory, Decision("switch", reason, message, evidence, target)
 
 
+def _explore(
+    memory: Memory,
+    obs: Observation,
+    percent: int,
+    reason: str,
+    message: str,
+    evidence: dict[str, Any],
+) -> tuple[Memory, Decision]:
+    """Give the idle twin `percent` of the traffic (0: end exploring, all to the active twin)."""
+    since = obs.at if percent else None
+    changed = memory.changed_at if percent else obs.at
+    memory = replace(memory, exploring=percent, explored_at=since, changed_at=changed, alone=0)
+    decision = Decision("explore", reason, message, evidence, memory.active, None, percent)
+    return memory, decision
+
+
+def _held(
+    memory: Memory, obs: Observation, reason: str, message: str, evidence: dict[str, Any]
+) -> tuple[Memory, Decision]:
+    """Hold: while exploring, the comparison it was for is made, so exploring ends."""
+    if memory.exploring:
+        return _explore(memory, obs, 0, reason, message + "; exploring ends", evidence)
+    return memory, _hold(reason, message, evidence, memory.active)
+
+
 def _hold(
-    reason: str, message: str, evidence: dict[str, Any], active: Variant, k: int | None = None
+    reason: str,
+    message: str,
+    evidence: dict[str, Any],
+    active: Variant,
+    k: int | None = None,
+    *,
+    explore: int = 0,
 ) -> Decision:
-    return Decision("hold", reason, message, evidence, active, k)
+    return Decision("hold", reason, message, evidence, active, k, explore)
 
 
 def _evidence(memory: Memory, obs: Observation, level: str | None) -> dict[str, Any]:

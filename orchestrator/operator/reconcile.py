@@ -99,7 +99,8 @@ def reconcile(
     set_condition(conditions, "Validated", True, "Planned", _warnings(result), generation)
     set_condition(conditions, "MemoryFits", *_memory(result), generation)
     active = active_variant(result.profile, status)
-    manifests = owned_manifests(result, owner, active)
+    explore = exploring(result.profile, status)
+    manifests = owned_manifests(result, owner, active, explore)
     before = {ref_name(m): cluster.live(m) for m in manifests}
     foreign = [m for m in manifests if _foreign(before[ref_name(m)], owner)]
     applied = [m for m in manifests if m not in foreign]
@@ -136,7 +137,7 @@ def reconcile(
         generation,
     )
     emit("Normal", "Applied", f"applied {len(applied)} object(s) (field manager specdeploy)")
-    traffic = traffic_status(result.profile, active)
+    traffic = traffic_status(result.profile, active, explore)
     return {
         **out,
         "objects": {
@@ -235,13 +236,29 @@ def active_variant(profile: Profile, status: Mapping[str, Any]) -> Variant:
     return "speculative"
 
 
-def traffic_status(profile: Profile, active: Variant) -> dict[str, Any]:
+def exploring(profile: Profile, status: Mapping[str, Any]) -> int:
+    """The idle twin's share (percent) while the loop explores it (status.loop.explore), else 0:
+    a reconcile keeps the split the loop set."""
+    if profile.policy is None or profile.policy.mode != "switch" or not profile.deploy.baseline:
+        return 0
+    return Memory.from_status(status.get("loop")).exploring
+
+
+def traffic_status(profile: Profile, active: Variant, explore: int = 0) -> dict[str, Any]:
+    """Where traffic goes: the active twin, the speculative twin's share, and by what."""
     gateway = profile.policy is not None and profile.policy.gateway is not None
+    speculative = 100 - explore if active == "speculative" else explore
     return {
         "active": active,
-        "share": "100%" if active == "speculative" else "0%",
+        "share": f"{speculative}%",
         "via": "HTTPRoute" if gateway else "Service",
+        # None, not absent: status is merge-patched, and null is what removes the key
+        "exploring": f"{explore}% to the {_idle(active)} twin" if explore else None,
     }
+
+
+def _idle(active: Variant) -> Variant:
+    return "baseline" if active == "speculative" else "speculative"
 
 
 def verdict(profile: Profile, active: Variant) -> str:

@@ -828,6 +828,12 @@ class PolicySpec(StrictModel):
     gateway: GatewayRef | None = None
     """Split traffic with a Gateway API HTTPRoute (weighted backendRefs to both twins' Services)
     attached to this Gateway; without it, a front Service `<name>-front` selects the twin."""
+    explore_percent: int | None = Field(default=None, ge=1, le=50)
+    """switch: the most traffic (percent) the idle twin gets while it is timed at a load it was
+    never timed at; all traffic never goes to an untimed twin. With policy.gateway the HTTPRoute
+    gives it exactly this share; the front Service splits by pod, so there it explores only at
+    50 (half the pods). Omitted: no exploring, and the idle twin is timed only from mirrored
+    traffic (docs/operator.md, which routing supports which)."""
 
 
 class Profile(StrictModel):

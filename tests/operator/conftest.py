@@ -156,6 +156,8 @@ class ScriptedTwin:
 
     def __init__(self, host: str, port: int) -> None:
         self.tpot_s, self.load = 0.02, 1.0
+        self.paused = False
+        """No traffic reaches it (it finishes nothing), as a twin no request is routed to."""
         self.counters: dict[str, float] = {}
         twin = self
 
@@ -178,6 +180,9 @@ class ScriptedTwin:
 
     def advance(self) -> None:
         """One tick of steady traffic: a request finishes, `load` requests were in the server."""
+        if self.paused:
+            self.counters.setdefault("vllm:num_requests_running", 0.0)
+            return
         for name, value in (
             ("vllm:request_time_per_output_token_seconds_sum", self.tpot_s),
             ("vllm:request_time_per_output_token_seconds_count", 1),

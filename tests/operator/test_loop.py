@@ -104,6 +104,55 @@ def test_switch_moves_the_front_service_and_says_why(
     assert used <= allowed, f"not granted: {sorted(used - allowed)}"
 
 
+def test_an_idle_twin_is_explored_with_half_the_pods_never_with_all_traffic(
+    api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin]
+) -> None:
+    """No mirror: the baseline twin gets no request while the front Service selects the
+    speculative twin. With policy.explore_percent 50 the front Service selects both twins' pods
+    (half the traffic each) until the baseline is timed at the same load; it is faster there, so
+    traffic moves. At no point does the Service select the baseline's pods alone before that."""
+    port = twins["speculative"].server.server_address[1]
+    policy = {
+        "mode": "switch",
+        "interval_seconds": 1,
+        "dwell_seconds": 2,
+        "hysteresis": 0.1,
+        "smoothing": 1.0,
+        "explore_percent": 50,
+    }
+    twins["baseline"].paused = True
+    api.put(*CR, resource(policy=policy, serving={"port": port}))
+    wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
+    add_pods(api)
+    twins["speculative"].tpot_s = 0.050
+    seen: list[str | None] = []
+
+    def exploring() -> bool:
+        seen.append(selector(api))
+        return seen[-1] is None and status_of(api).get("traffic", {}).get("exploring") is not None
+
+    wait_for("the front Service on both twins' pods", exploring, operator, timeout=30)
+    assert "baseline" not in seen
+    assert status_of(api)["traffic"] == {
+        "active": "speculative",
+        "share": "50%",
+        "via": "Service",
+        "exploring": "50% to the baseline twin",
+    }
+    [event] = wait_for("an Exploring event", lambda: events(api, "Exploring"), operator)
+    assert "50% of the traffic" in event["message"]
+    twins["baseline"].tpot_s, twins["baseline"].paused = 0.010, False  # now routed to, and faster
+    wait_for(
+        "traffic on the baseline twin",
+        lambda: selector(api) == "baseline",
+        operator,
+        timeout=30,
+    )
+    decisions = status_of(api)["decisions"]
+    assert [d["reason"] for d in decisions][-2:] == ["Exploring", "BaselineWins"]
+    assert "exploring" not in status_of(api)["traffic"]
+
+
 def test_failover_within_an_interval_and_both_down_holds_with_events(
     api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin]
 ) -> None:

@@ -49,6 +49,23 @@ def run(
     return decisions
 
 
+def run_with_memory(
+    policy: PolicySpec,
+    rounds: list[tuple[Serving | None, Serving | None]],
+    memory: Memory | None = None,
+    *,
+    share: int | None = None,
+    start: int = 0,
+) -> tuple[list[Any], Memory]:
+    """As `run`, with the route's explore share, returning the memory too."""
+    memory = memory or Memory()
+    decisions = []
+    for i, (spec, base) in enumerate(rounds, start=start):
+        memory, decision = step(policy, memory, obs(100.0 + i * INTERVAL, spec, base), 4, share)
+        decisions.append(decision)
+    return decisions, memory
+
+
 class TestLoadLevel:
     @pytest.mark.parametrize(
         ("load", "level"),
@@ -133,12 +150,59 @@ class TestSwitch:
         [decision] = run(SWITCH, [(serving(40, load=2.6), serving(20, load=3.4))])
         assert decision.evidence["load"] == "3-4" and decision.action == "switch"
 
-    def test_tries_a_twin_never_timed_at_this_load_only_when_it_gets_no_traffic(self) -> None:
-        # without a mirror the idle twin finishes nothing; after a few intervals alone, try it
-        alone = [(serving(40, load=8), None)] * 4
+    def test_never_sends_all_traffic_to_a_twin_not_timed_at_this_load(self) -> None:
+        # Issue 21: without a mirror the idle twin finishes nothing; it used to get all traffic
+        # "to re-measure". Without policy.explore_percent it is never tried, however long.
+        alone = [(serving(40, load=8), None)] * 30
         decisions = run(SWITCH, alone)
-        assert [d.reason for d in decisions[:2]] == ["NoEvidence", "NoEvidence"]
-        assert decisions[2].action == "switch" and decisions[2].reason == "Exploring"
+        assert {d.action for d in decisions} == {"hold"}
+        assert all(d.active == "speculative" for d in decisions)
+        assert "set policy.explore_percent" in decisions[-1].message
+
+    def test_explores_with_a_bounded_share_then_compares_at_the_same_load(self) -> None:
+        explore = SWITCH.model_copy(update={"explore_percent": 50})
+        alone = [(serving(40, load=8), None)] * 3
+        decisions, memory = run_with_memory(explore, alone, share=50)
+        assert [d.reason for d in decisions] == ["NoEvidence", "NoEvidence", "Exploring"]
+        assert decisions[-1].action == "explore" and decisions[-1].explore_percent == 50
+        assert decisions[-1].active == "speculative"  # the active twin keeps the other half
+        # Half the traffic each, one pod each: the same arrivals per pod, so both are filed
+        # under one level; the baseline is faster there, so traffic moves.
+        split = [(serving(40, load=4), serving(20, load=3))]
+        [decision], memory = run_with_memory(explore, split, memory, share=50, start=3)
+        assert decision.action == "switch" and decision.reason == "BaselineWins"
+        assert memory.exploring == 0 and decision.explore_percent == 0
+
+    def test_a_small_share_that_cannot_load_the_twin_gives_up_after_a_dwell(self) -> None:
+        explore = SWITCH.model_copy(update={"explore_percent": 10})
+        alone = [(serving(40, load=8), None)] * 3
+        decisions, memory = run_with_memory(explore, alone, share=10)
+        assert decisions[-1].action == "explore" and decisions[-1].explore_percent == 10
+        # 10 % of the traffic: the baseline's pod finishes a ninth as many requests, at load 1
+        trickle = [(serving(40, load=7, finished=9), serving(20, load=1, finished=1))] * 7
+        later, memory = run_with_memory(explore, trickle, memory, share=10, start=3)
+        assert [d.reason for d in later[:5]] == ["Exploring"] * 5
+        assert all(d.explore_percent == 10 for d in later[:5])
+        ended = next(d for d in later if d.action == "explore")
+        assert ended.reason == "ExploreInconclusive" and ended.explore_percent == 0
+        assert "cannot load it as much" in ended.message and memory.exploring == 0
+        assert all(d.active == "speculative" for d in decisions + later)
+
+    def test_an_explored_twin_that_stops_answering_gets_no_more_traffic(self) -> None:
+        explore = SWITCH.model_copy(update={"explore_percent": 50})
+        memory = Memory(exploring=50, explored_at=90.0, alone=0)
+        sick = Observation(
+            100.0, INTERVAL, serving(40, load=8), None, None, frozenset({"baseline"})
+        )
+        memory, decision = step(explore, memory, sick, 4, 50)
+        assert decision.action == "explore" and decision.reason == "ExploreAborted"
+        assert decision.explore_percent == 0 and memory.exploring == 0
+
+    def test_exploring_survives_the_status_round_trip(self) -> None:
+        memory = Memory(exploring=10, explored_at=123.0)
+        again = Memory.from_status(memory.to_status())
+        assert again.exploring == 10 and again.explored_at == 123.0
+        assert Memory.from_status({"explore": {"percent": 90}}).exploring == 0  # out of bounds
 
     def test_too_few_finished_requests_decide_nothing(self) -> None:
         [decision] = run(SWITCH, [(serving(40, finished=1), serving(20, finished=1))])

@@ -24,7 +24,12 @@ from orchestrator.operator.crd import (
     structural_problems,
 )
 from orchestrator.operator.objects import Owner, owned_manifests
-from orchestrator.operator.reconcile import effective_profile, plan_resource
+from orchestrator.operator.reconcile import (
+    effective_profile,
+    exploring,
+    plan_resource,
+    traffic_status,
+)
 from orchestrator.operator.source import InClusterCheckpoints
 from orchestrator.plan.types import DeploymentPlan, RejectedPlan
 from orchestrator.profile.loading import ProfileInvalid, parse_profile
@@ -252,6 +257,33 @@ class TestPlanningAResource:
             {"name": "demo-baseline", "port": 8000, "weight": 100},
         ]
         assert route.body["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+    def test_exploring_splits_by_weight_or_by_pod_and_a_reconcile_keeps_it(self) -> None:
+        explore = "{mode: switch, explore_percent: 10, gateway: {name: inference}}"
+        plan = plan_resource(body(profile_text(policy=explore)), InClusterCheckpoints(offline=True))
+        assert isinstance(plan, DeploymentPlan)
+        owner = Owner("demo", "llm", "uid-1")
+        status = {"loop": {"active": "speculative", "explore": {"percent": 10, "since": 5.0}}}
+        share = exploring(plan.profile, status)
+        assert share == 10
+        manifests = owned_manifests(plan, owner, "speculative", share)
+        [route] = [m for m in manifests if m.kind == "HTTPRoute"]
+        assert [r["weight"] for r in route.body["spec"]["rules"][0]["backendRefs"]] == [90, 10]
+        assert traffic_status(plan.profile, "speculative", share)["share"] == "90%"
+        front = plan_resource(
+            body(profile_text(policy="{mode: switch, explore_percent: 50}")),
+            InClusterCheckpoints(offline=True),
+        )
+        assert isinstance(front, DeploymentPlan)
+        [service] = [
+            m for m in owned_manifests(front, owner, "speculative", 50) if m.name == "demo-front"
+        ]
+        # both twins' pods: kube-proxy spreads connections over them, half each
+        assert service.body["spec"]["selector"] == {"specdeploy.io/profile": "demo"}
+        [alone] = [
+            m for m in owned_manifests(front, owner, "speculative") if m.name == "demo-front"
+        ]
+        assert alone.body["spec"]["selector"]["specdeploy.io/variant"] == "speculative"
 
 
 class TestOperatorCommand:

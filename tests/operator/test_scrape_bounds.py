@@ -95,7 +95,8 @@ def test_a_pod_joining_or_restarting_makes_no_phantom_interval() -> None:
     after = {"a": {"x_total": 3.0, "running": 1.0}, "b": {"x_total": 5_000.0, "running": 2.0}}
     assert _common_sums(before, after) is None
     later = {"a": {"x_total": 10.0, "running": 2.0}, "b": {"x_total": 5_016.0, "running": 2.0}}
-    first, second = _common_sums(after, later) or ({}, {})
+    first, second, pods = _common_sums(after, later) or ({}, {}, 0)
+    assert pods == 2
     assert second["x_total"] - first["x_total"] == 23.0  # 7 + 16, not 5,000
     # a gauge that falls is not a reset
     assert _common_sums({"a": {"running": 4.0}}, {"a": {"running": 1.0}}) is not None

@@ -55,3 +55,34 @@ def test_a_policy_the_engine_cannot_feed_is_a_warning(
         assert finding["severity"] == "warning" and finding["field"] == "policy.mode"
         assert f"policy.mode={mode} on engine {engine}" in str(finding["what"])
         assert "vllm" in str(finding["fix"])
+
+
+@pytest.mark.parametrize(
+    ("policy", "warned"),
+    [
+        ({"mode": "switch", "explore_percent": 10, "gateway": {"name": "gw"}}, None),
+        ({"mode": "switch", "explore_percent": 50}, None),
+        ({"mode": "switch", "explore_percent": 10}, "without policy.gateway"),
+        ({"mode": "retune", "explore_percent": 10}, "with policy.mode=retune"),
+    ],
+)
+def test_an_explore_share_the_operator_cannot_use_is_a_warning(
+    tmp_path: Path, policy: dict[str, object], warned: str | None
+) -> None:
+    """engine.policy-explore (`policy_explore_can_act`): the front Service splits by pod, and
+    only switch explores."""
+    document = yaml.safe_load((REPO_ROOT / "profiles" / EXAMPLES["vllm"]).read_text())
+    document["deploy"] = {**(document.get("deploy") or {}), "baseline": True}
+    document["policy"] = policy
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = CliRunner().invoke(cli, ["validate", str(path), "--offline", "--format", "json"])
+    found = [
+        f for f in json.loads(result.output)["findings"] if f["rule"] == "engine.policy-explore"
+    ]
+    assert [str(f["what"]) for f in found if warned and warned in str(f["what"])] == [
+        str(f["what"]) for f in found
+    ]
+    assert len(found) == (1 if warned else 0), found
+    if warned:
+        assert found[0]["severity"] == "warning" and found[0]["field"] == "policy.explore_percent"

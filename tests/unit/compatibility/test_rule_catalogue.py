@@ -66,4 +66,5 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.spec-schedule-data-parallel",
         "engine.sglang-schedule-adapts",
         "engine.sglang-adaptive-config",
+        "engine.policy-explore",
     }
