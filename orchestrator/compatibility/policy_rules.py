@@ -50,8 +50,8 @@ def policy_can_act(ctx: CompatContext) -> Finding | None:
 @rule(
     "engine.policy-explore",
     source="orchestrator/operator/policy.py explore_share (an HTTPRoute splits by weight, the "
-    "front Service by pod); https://kubernetes.io/docs/reference/networking/virtual-ips/ "
-    "(kube-proxy picks a backend pod per connection)",
+    "front Service by pod); https://github.com/kubernetes/kubernetes/blob/v1.36.0/pkg/proxy/"
+    "iptables/proxier.go (kube-proxy picks one endpoint pod per connection, each equally likely)",
     applies=lambda ctx: (
         ctx.profile.policy is not None and ctx.profile.policy.explore_percent is not None
     ),
