@@ -15,6 +15,10 @@ timed alone, as `specdeploy bench` does), so the operator times both at the curr
   what it measured.
 * retune: the noisy draft is accepted at its deep positions far less often than at the first,
   so retune lowers num_speculative_tokens and rolls the speculative twin with the new value.
+* failover: the speculative twin's vLLM stops answering (its API server process is stopped with
+  SIGSTOP, as a hung engine looks to a scraper) while its pod is still reported Ready: within
+  one interval traffic moves to the baseline twin with a Warning Event, whatever the dwell; once
+  it answers again the operator says so.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -48,6 +53,7 @@ from orchestrator.dev.layered import DRAFT_LENGTH, LayeredModels, make_layered_m
 from orchestrator.dev.tiny_models import DEFAULT_DIR
 from orchestrator.engines import ENGINES
 from orchestrator.engines.metrics import Samples
+from orchestrator.operator.loop import SCRAPE_DEADLINE_S
 from orchestrator.runner.local import stop
 from tests.e2e.servers import VLLM_BIN, VLLM_PYTHON, require_vllm, server_env, wait_healthy
 from tests.operator.conftest import (
@@ -55,6 +61,7 @@ from tests.operator.conftest import (
     HOSTS,
     Operator,
     add_pods,
+    events,
     free_port_on_both,
     resource,
     status_of,
@@ -73,6 +80,10 @@ SLICE_S = 1.0
 LOW, HIGH = 1, 12
 """Concurrency below and above the crossover. Each twin serves about half the time, so at HIGH
 the operator sees 5-12 requests in the server (load levels "5-8", "9-16"), at LOW under one."""
+
+
+#: Each twin's vLLM process (its API server), for the failover test to stop and resume.
+SERVERS: dict[str, subprocess.Popen[bytes]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +121,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LayeredMod
                 scratch / "vllm.log",
             )  # fmt: skip
             stack.callback(stop, processes[variant][0], 30)
+            SERVERS[variant] = processes[variant][0]
         for variant, (process, log_path) in processes.items():
             wait_healthy(process, f"http://{HOSTS[variant]}:{port}", log_path, 300)
         warm_up(port)
@@ -489,3 +501,39 @@ def test_retune_lowers_the_draft_length_the_deep_positions_do_not_earn(
     wait_for("the rolled speculative twin", lambda: draft_length(api, name) == kept, operator)
     assert draft_length(api, f"{name}-baseline") is None  # the baseline twin is left as it was
     assert [e for e in api.list("api/v1", "events") if e.get("reason") == "Retuned"]
+
+
+def test_failover_moves_traffic_off_a_twin_that_stops_answering_within_an_interval(
+    twins: tuple[LayeredModels, int], cluster: tuple[FakeCluster, Operator]
+) -> None:
+    models, port = twins
+    api, operator = cluster
+    # a dwell far longer than the test: only the health gate can move traffic
+    policy = {"mode": "switch", "interval_seconds": INTERVAL_S, "dwell_seconds": 3600}
+    api.put(*CR, layered_resource(models, port, policy, "qwen3-8b-ngram"))
+    wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
+    add_pods(api)
+
+    def scraped_both() -> bool:
+        return (status_of(api).get("loop") or {}).get("unhealthy") == []
+
+    wait_for("both twins scraped", scraped_both, operator, timeout=60)
+    assert selector(api) == "speculative"
+    server = SERVERS["speculative"]
+    server.send_signal(signal.SIGSTOP)  # its pod stays Ready; /metrics no longer answers
+    stopped = time.monotonic()
+    try:
+        # The next tick after the stop: its scrape waits out the deadline, then fails over.
+        within = 2 * INTERVAL_S + SCRAPE_DEADLINE_S
+        wait_for("traffic on the baseline", lambda: selector(api) == "baseline", operator, within)
+        took = time.monotonic() - stopped
+    finally:
+        server.send_signal(signal.SIGCONT)
+    print(f"failover {took:.1f} s after the speculative twin stopped answering")
+    [event] = wait_for("the failover event", lambda: events(api, "ActiveUnhealthy"), operator)
+    assert event["type"] == "Warning" and "speculative twin" in event["message"]
+    status = status_of(api)
+    assert status["decisions"][-1]["reason"] == "ActiveUnhealthy"
+    assert status["traffic"]["active"] == "baseline" and status["verdict"] == "BaselineServes"
+    wait_for("the twin healthy again", lambda: events(api, "TwinHealthy"), operator, timeout=60)
+    assert (status_of(api).get("loop") or {}).get("unhealthy") == []
