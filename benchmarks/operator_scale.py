@@ -10,6 +10,7 @@ and both twins' Deployments applied; the plain one: its progress annotation on e
 then CPU (share of one core) and peak RSS over a steady window after that, and the ratios.
 
 Run: python benchmarks/operator_scale.py [--resources 1000] [--window 60] [--deadline 1800]
+     [--interval 30]
 Absolute seconds depend on the machine, and part of them is the imitation's (a Python server in
 this process); the ratios against the plain kopf operator are the result.
 """
@@ -52,7 +53,7 @@ spec:
   hardware: {{gpu: L40S}}
   serving: {{max_model_len: 8192, max_concurrency: 8}}
   deploy: {{baseline: true}}
-  policy: {{mode: static, interval_seconds: 30}}
+  policy: {{mode: static, interval_seconds: {interval}}}
 """
 GPUS_PER_NODE = 8
 
@@ -73,6 +74,9 @@ def main() -> None:
     parser.add_argument("--resources", type=int, default=1000)
     parser.add_argument("--window", type=float, default=60.0, help="steady window, seconds")
     parser.add_argument("--deadline", type=float, default=1800.0, help="seconds to handle all")
+    parser.add_argument(
+        "--interval", type=int, default=30, help="each resource's policy.interval_seconds"
+    )
     args = parser.parse_args()
     results = []
     for name, start, handled in (
@@ -81,7 +85,7 @@ def main() -> None:
     ):
         with tempfile.TemporaryDirectory() as scratch, imitation(args.resources) as imitated:
             cluster = Cluster(Path(scratch), imitated)
-            namespace = prepare(cluster, args.resources)
+            namespace = prepare(cluster, args.resources, args.interval)
             kubeconfig = cluster.chart_identity(namespace)
             print(f"{name}: {args.resources} resources in {namespace} ...", flush=True)
             with start(kubeconfig, namespace, Path(scratch)) as process:
@@ -109,12 +113,14 @@ def imitation(resources: int) -> Iterator[Imitation]:
         served.close()
 
 
-def prepare(cluster: Cluster, resources: int) -> str:
+def prepare(cluster: Cluster, resources: int, interval: int) -> str:
     cluster.install_crd_documents([custom_resource_definition()])
     namespace = cluster.namespace("scale")
     for i in range(resources):
         cluster.apply(
-            yaml.safe_load(PROFILE.format(name=f"tenant-{i:04d}", namespace=namespace)),
+            yaml.safe_load(
+                PROFILE.format(name=f"tenant-{i:04d}", namespace=namespace, interval=interval)
+            ),
             namespace=namespace,
         )
     return namespace
