@@ -119,6 +119,20 @@ def test_sglang_variant(
 SCHEDULE = [[1, 2, 3], [3, 6, 1], [7, 8, 0]]
 
 
+def adaptive_argv(plan: Any, stand_ins: StandIns, tmp_path: Path) -> tuple[list[str], Path | None]:
+    """The referee's argv for an SGLang adaptive launch, its rendered config file written to
+    `tmp_path` and named in --speculative-adaptive-config (None: no file, SGLang's defaults)."""
+    argv = sglang_tests.referee_argv(plan, stand_ins)
+    if not plan.launch.config_files:
+        assert "--speculative-adaptive-config" not in argv
+        return argv, None
+    ((name, content),) = plan.launch.config_files.items()
+    config = tmp_path / name
+    config.write_text(content)
+    argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    return argv, config
+
+
 def test_sglang_runs_a_schedule_as_its_adaptive_slots(
     sglang_referee: Referee, stand_ins: StandIns, tmp_path: Path
 ) -> None:
@@ -133,11 +147,7 @@ def test_sglang_runs_a_schedule_as_its_adaptive_slots(
     plan = load_and_plan(path, offline=True)
     assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
     assert plan.launch is not None and plan.profile is not None
-    ((name, content),) = plan.launch.config_files.items()
-    config = tmp_path / name
-    config.write_text(content)
-    argv = sglang_tests.referee_argv(plan, stand_ins)
-    argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    argv, config = adaptive_argv(plan, stand_ins, tmp_path)
     verdict = sglang_referee.ask({"argv": argv, "resolve": True})
     assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
     resolved = verdict["resolved"]
@@ -184,16 +194,9 @@ def test_sglang_adaptive_runs_as_sglang_starts_it(
     plan = load_and_plan(path, offline=True)
     assert plan.ok(), [f"{f.rule}: {f.what}" for f in plan.errors]
     assert plan.launch is not None
-    argv = sglang_tests.referee_argv(plan, stand_ins)
+    argv, config = adaptive_argv(plan, stand_ins, tmp_path)
     assert "--speculative-adaptive" in argv
-    config = None
-    if adaptive:
-        ((name, content),) = plan.launch.config_files.items()
-        config = tmp_path / name
-        config.write_text(content)
-        argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
-    else:
-        assert "--speculative-adaptive-config" not in argv and not plan.launch.config_files
+    assert (config is None) == (not adaptive) == (not plan.launch.config_files)
     verdict = sglang_referee.ask({"argv": argv, "resolve": True})
     assert verdict["ok"], f"SGLang refused at {verdict['stage']}: {verdict['error']}\nargv: {argv}"
     resolved = verdict["resolved"]
@@ -223,11 +226,7 @@ def test_sglang_adaptive_starting_off_its_candidates_is_refused_by_both(
     ]
     plan = load_and_plan(path, offline=True, ignore=frozenset({"engine.sglang-adaptive-config"}))
     assert plan.ok() and plan.launch is not None
-    ((name, content),) = plan.launch.config_files.items()
-    config = tmp_path / name
-    config.write_text(content)
-    argv = sglang_tests.referee_argv(plan, stand_ins)
-    argv[argv.index("--speculative-adaptive-config") + 1] = str(config)
+    argv, _ = adaptive_argv(plan, stand_ins, tmp_path)
     verdict = sglang_referee.ask({"argv": argv, "resolve": True})
     assert not verdict["ok"] and "not in the adaptive config candidate_steps" in verdict["error"]
 
