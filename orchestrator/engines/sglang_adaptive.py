@@ -8,7 +8,7 @@ Beneath `sglang.py` (the launch) and `sglang_memory.py` (the buffers), which bot
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -90,24 +90,13 @@ class AdaptiveLaunch:
 
     start_steps: int
     document: Mapping[str, Mapping[str, object]] | None
-
-    @property
-    def candidate_steps(self) -> tuple[int, ...]:
-        """Every draft length a slot may run (SGLang's union, which sizes its buffers)."""
-        if self.document is None:
-            return DEFAULT_CANDIDATE_STEPS
-        steps = {int(k) for slot in self.document.values() for k in _steps(slot)}
-        return tuple(sorted(steps))
+    candidate_steps: tuple[int, ...]
+    """Every draft length a slot may run (SGLang's union, which sizes its buffers)."""
 
     def config_file(self) -> str | None:
         if self.document is None:
             return None
         return json.dumps(self.document, indent=2, sort_keys=False) + "\n"
-
-
-def _steps(slot: Mapping[str, object]) -> Sequence[int]:
-    steps = slot.get("candidate_steps")
-    return [s for s in steps if isinstance(s, int)] if isinstance(steps, list) else []
 
 
 def adaptive_launch(profile: Profile) -> AdaptiveLaunch | None:
@@ -124,14 +113,17 @@ def adaptive_launch(profile: Profile) -> AdaptiveLaunch | None:
     if (adaptive is None and not schedule) or adaptive_unsupported(profile) is not None:
         return None
     if adaptive is not None:
+        start = profile.proposer.num_speculative_tokens
         if adaptive.slots is None:
-            return AdaptiveLaunch(profile.proposer.num_speculative_tokens, None)
+            return AdaptiveLaunch(start, None, DEFAULT_CANDIDATE_STEPS)
+        ordered = sorted(adaptive.slots, key=lambda slot: slot.batch_size)
         document = {
             str(slot.batch_size): slot.model_dump(exclude={"batch_size"}, exclude_none=True)
-            for slot in sorted(adaptive.slots, key=lambda slot: slot.batch_size)
+            for slot in ordered
         }
-        return AdaptiveLaunch(profile.proposer.num_speculative_tokens, document)
+        steps = sorted({k for slot in ordered for k in slot.candidate_steps})
+        return AdaptiveLaunch(start, document, tuple(steps))
     starts = sorted({1, *(start for start, _, _ in schedule or () if start >= 1)})
     slots = {start: profile.proposer.tokens_at(start) for start in starts}
     document = {str(size): {"candidate_steps": [k]} for size, k in slots.items()}
-    return AdaptiveLaunch(max(slots.values()), document)
+    return AdaptiveLaunch(max(slots.values()), document, tuple(sorted(set(slots.values()))))
