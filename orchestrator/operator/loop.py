@@ -125,7 +125,7 @@ def tick(
         return {**_ready_condition(body, cluster, profile, owner), "loop": health}
     if loop.get("specTokens") != profile.proposer.num_speculative_tokens:
         memory = Memory(active=memory.active, changed_at=memory.changed_at, tpot=memory.tpot)
-    share = explore_share(policy, policy.gateway is not None, profile.deploy.replicas)
+    share = explore_share(policy, profile.deploy.replicas)
     spec_tokens = profile.proposer.num_speculative_tokens
     memory, decision = step(policy, memory, observation, spec_tokens, share)
     DECISIONS.inc(action=decision.action, reason=decision.reason)

@@ -118,8 +118,11 @@ class Memory:
             }
             active = raw.get("active")
             k = raw.get("numSpeculativeTokens")
-            explore = raw.get("explore") or {}
-            percent = int(explore.get("percent") or 0) if isinstance(explore, dict) else 0
+            recorded = raw.get("explore")
+            explore: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+            since, percent = _float(explore.get("since")), int(explore.get("percent") or 0)
+            # an explore without a finite start, or past the bound, is none (a forged status)
+            explored = since is not None and math.isfinite(since) and 0 < percent <= 50
             return cls(
                 active=active if active in VARIANTS else "speculative",
                 changed_at=_float(raw.get("changedAt")),
@@ -129,8 +132,8 @@ class Memory:
                 acceptance_rate=_float(raw.get("acceptanceRate")),
                 per_position=tuple(float(p) for p in raw.get("perPosition") or ()),
                 num_speculative_tokens=int(k) if k is not None else None,
-                exploring=percent if 0 < percent <= 50 else 0,
-                explored_at=_float(explore.get("since")) if percent else None,
+                exploring=percent if explored else 0,
+                explored_at=since if explored else None,
             )
         except (TypeError, ValueError, IndexError, AttributeError):
             return cls()
@@ -161,6 +164,10 @@ def step(
     """Fold one observation into the memory and decide; `spec_tokens` is the spec's draft length,
     `explore` the share (percent) of traffic the route can give the idle twin to time it (None:
     it cannot, within policy.explore_percent: `explore_share`)."""
+    if memory.exploring and memory.exploring != explore:
+        # a share the policy does not give now (explore_percent edited, or status written by
+        # someone else): not exploring
+        memory = replace(memory, exploring=0, explored_at=None)
     memory = observe(policy, memory, obs)
     if policy.mode == "switch":
         return decide_switch(policy, memory, obs, explore)
@@ -170,7 +177,7 @@ def step(
     return memory, Decision("hold", "Static", "policy.mode is static", evidence, memory.active)
 
 
-def explore_share(policy: PolicySpec, gateway: bool, pods_per_twin: int) -> int | None:
+def explore_share(policy: PolicySpec, pods_per_twin: int) -> int | None:
     """The share (percent) of traffic exploring gives the idle twin, or None when the route
     cannot keep it within policy.explore_percent: an HTTPRoute splits by weight, so the idle twin
     gets explore_percent; the front Service splits by pod, so it gets its share of the pods
@@ -178,7 +185,7 @@ def explore_share(policy: PolicySpec, gateway: bool, pods_per_twin: int) -> int 
     bound = policy.explore_percent
     if bound is None or pods_per_twin < 1:
         return None
-    if gateway:
+    if policy.gateway is not None:
         return bound
     return 50 if bound >= 50 else None
 
@@ -199,7 +206,7 @@ def observe(policy: PolicySpec, memory: Memory, obs: Observation) -> Memory:
             value = serving.tpot_s if old is None else _ewma(old[0], serving.tpot_s, policy)
             kept[level] = (value, obs.at)
         tpot[variant] = kept
-    idle = obs.serving(_other(memory.active))
+    idle = obs.serving(other_twin(memory.active))
     served_alone = idle is None or idle.finished == 0
     memory = replace(memory, tpot=tpot, alone=memory.alone + 1 if served_alone else 0)
     return _observe_acceptance(policy, memory, obs.acceptance)
@@ -225,7 +232,7 @@ def decide_switch(
 ) -> tuple[Memory, Decision]:
     """Keep or move traffic: the faster twin at the current load, with hysteresis and dwell. A
     twin not timed at that load gets at most `explore` percent of the traffic until it is."""
-    active, other = memory.active, _other(memory.active)
+    active, other = memory.active, other_twin(memory.active)
     level = levels(obs).get(active)
     evidence = _evidence(memory, obs, level)
     if memory.exploring:
@@ -247,7 +254,7 @@ def decide_switch(
         return memory, _hold("NoEvidence", why, evidence, active, explore=memory.exploring)
     waited = _dwell_left(policy, memory, obs.at)
     if theirs is None:
-        return _explore_or_hold(policy, memory, obs, level, explore, evidence)
+        return _explore_or_hold(policy, memory, obs, level, explore, waited, evidence)
     ratio = theirs[0] / mine[0]
     evidence["tpotRatio"] = round(ratio, 3)
     figures = (
@@ -270,12 +277,13 @@ def _explore_or_hold(
     obs: Observation,
     level: str,
     explore: int | None,
+    waited: float,
     evidence: dict[str, Any],
 ) -> tuple[Memory, Decision]:
     """The idle twin was never timed at the current load: explore with a bounded share of the
     traffic (never all of it), keep exploring until it is timed there, and stop after a dwell
     time if the share cannot load it as the active twin is loaded."""
-    active, other = memory.active, _other(memory.active)
+    active, other = memory.active, other_twin(memory.active)
     if memory.exploring:
         assert memory.explored_at is not None
         timed_at = levels(obs).get(other)
@@ -299,7 +307,7 @@ def _explore_or_hold(
             "Service, 50: it splits by pod)"
         )
         return memory, _hold("NoEvidence", why, evidence, active)
-    if memory.alone < EXPLORE_AFTER or _dwell_left(policy, memory, obs.at) > 0:
+    if memory.alone < EXPLORE_AFTER or waited > 0:
         why = f"the {other} twin was never timed at load {level}; exploring after a quiet dwell"
         return memory, _hold("NoEvidence", why, evidence, active)
     why = f"the {other} twin was never timed at load {level}: {explore}% of the traffic to it"
@@ -361,13 +369,6 @@ def levels(obs: Observation) -> dict[Variant, str]:
     return {v: level_of(load) for v, (load, _) in loads.items()}
 
 
-def load_level(serving: Serving | None, interval_s: float) -> str | None:
-    """The load one twin served, as a level, or None when it finished nothing."""
-    if serving is None or serving.finished <= 0 or interval_s <= 0:
-        return None
-    return level_of(serving.busy_s / interval_s)
-
-
 def level_of(requests_in_server: float) -> str:
     """ "1", "2", "3-4", "5-8", ...: requests in the server (mean over the interval, by Little's
     law), in doubling ranges: close loads compare, distant ones do not."""
@@ -380,9 +381,10 @@ def level_of(requests_in_server: float) -> str:
 def _switch(
     memory: Memory, obs: Observation, reason: str, message: str, evidence: dict[str, Any]
 ) -> tuple[Memory, Decision]:
-    target = _other(memory.active)
-    memory = replace(memory, active=target, changed_at=obs.at, alone=0, exploring=0)
-    memory = replace(memory, explored_at=None)
+    target = other_twin(memory.active)
+    memory = replace(
+        memory, active=target, changed_at=obs.at, alone=0, exploring=0, explored_at=None
+    )
     return memory, Decision("switch", reason, message, evidence, target)
 
 
@@ -451,7 +453,7 @@ def _dwell_left(policy: PolicySpec, memory: Memory, now: float) -> float:
     return max(0.0, memory.changed_at + policy.dwell_seconds - now)
 
 
-def _other(variant: Variant) -> Variant:
+def other_twin(variant: Variant) -> Variant:
     return "baseline" if variant == "speculative" else "speculative"
 
 

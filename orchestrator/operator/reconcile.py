@@ -27,7 +27,7 @@ from orchestrator.operator import drift
 from orchestrator.operator.admission import IMAGE_RULE, SECRET_RULE, Admission
 from orchestrator.operator.metrics import RECONCILES
 from orchestrator.operator.objects import KINDS, Owner, owned_by, owned_manifests
-from orchestrator.operator.policy import Memory, Variant
+from orchestrator.operator.policy import Memory, Variant, explore_share, other_twin
 from orchestrator.plan.build import plan_profile, profile_findings
 from orchestrator.plan.resolver import CheckpointSource
 from orchestrator.plan.types import DeploymentPlan, PlanResult, RejectedPlan
@@ -238,10 +238,13 @@ def active_variant(profile: Profile, status: Mapping[str, Any]) -> Variant:
 
 def exploring(profile: Profile, status: Mapping[str, Any]) -> int:
     """The idle twin's share (percent) while the loop explores it (status.loop.explore), else 0:
-    a reconcile keeps the split the loop set."""
-    if profile.policy is None or profile.policy.mode != "switch" or not profile.deploy.baseline:
+    a reconcile keeps the split the loop set, and only a share the policy gives (not one that
+    someone else wrote into status)."""
+    policy = profile.policy
+    if policy is None or policy.mode != "switch" or not profile.deploy.baseline:
         return 0
-    return Memory.from_status(status.get("loop")).exploring
+    recorded = Memory.from_status(status.get("loop")).exploring
+    return recorded if recorded == explore_share(policy, profile.deploy.replicas) else 0
 
 
 def traffic_status(profile: Profile, active: Variant, explore: int = 0) -> dict[str, Any]:
@@ -253,12 +256,8 @@ def traffic_status(profile: Profile, active: Variant, explore: int = 0) -> dict[
         "share": f"{speculative}%",
         "via": "HTTPRoute" if gateway else "Service",
         # None, not absent: status is merge-patched, and null is what removes the key
-        "exploring": f"{explore}% to the {_idle(active)} twin" if explore else None,
+        "exploring": f"{explore}% to the {other_twin(active)} twin" if explore else None,
     }
-
-
-def _idle(active: Variant) -> Variant:
-    return "baseline" if active == "speculative" else "speculative"
 
 
 def verdict(profile: Profile, active: Variant) -> str:

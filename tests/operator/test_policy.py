@@ -12,7 +12,7 @@ from orchestrator.engines.metrics import Acceptance, Serving
 from orchestrator.operator.policy import (
     Memory,
     Observation,
-    load_level,
+    levels,
     proposed_length,
     step,
 )
@@ -80,11 +80,17 @@ class TestLoadLevel:
         ],
     )
     def test_levels_double(self, load: float, level: str) -> None:
-        assert load_level(serving(10, load=load), INTERVAL) == level
+        assert levels(obs(0.0, serving(10, load=load), None)) == {"speculative": level}
 
     def test_a_twin_that_finished_nothing_has_no_level(self) -> None:
-        assert load_level(serving(10, finished=0), INTERVAL) is None
-        assert load_level(None, INTERVAL) is None
+        assert "speculative" not in levels(obs(0.0, serving(10, finished=0), None))
+        assert "speculative" not in levels(obs(0.0, None, None))
+
+    def test_the_load_is_per_pod(self) -> None:
+        two_pods = Observation(
+            0.0, INTERVAL, serving(10, load=8), None, None, pods={"speculative": 2}
+        )
+        assert levels(two_pods) == {"speculative": "3-4"}
 
 
 class TestSwitch:
@@ -203,6 +209,17 @@ class TestSwitch:
         again = Memory.from_status(memory.to_status())
         assert again.exploring == 10 and again.explored_at == 123.0
         assert Memory.from_status({"explore": {"percent": 90}}).exploring == 0  # out of bounds
+        # without a start, an explore cannot end by its dwell: none (a forged status)
+        assert Memory.from_status({"explore": {"percent": 10}}).exploring == 0
+        assert Memory.from_status({"explore": {"percent": 10, "since": "inf"}}).exploring == 0
+
+    def test_an_explore_share_the_policy_does_not_give_is_dropped(self) -> None:
+        # status says 30 %, the route gives 10 (explore_percent edited, or status forged)
+        explore = SWITCH.model_copy(update={"explore_percent": 10})
+        memory = Memory(exploring=30, explored_at=95.0)
+        alone = obs(100.0, serving(40, load=8), None)
+        memory, decision = step(explore, memory, alone, 4, 10)
+        assert memory.exploring == 0 and decision.explore_percent == 0
 
     def test_too_few_finished_requests_decide_nothing(self) -> None:
         [decision] = run(SWITCH, [(serving(40, finished=1), serving(20, finished=1))])
