@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -59,11 +60,42 @@ def _snapshot(root: Path, skip: Path) -> dict[str, tuple[int, int]]:
     }
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_metadata(data: bytes) -> bytes:
+    """Every chunk of a PNG but its pixels, with compressed text inflated: where a writer could
+    put a string. The compressed pixel data (IDAT) is left out because a 3-byte key turns up in
+    100 KB of deflate output by chance (about 1 run in 150); a key drawn into the image is not
+    a byte string there at all."""
+    assert data.startswith(PNG_SIGNATURE), "not a PNG"
+    found, at = [], len(PNG_SIGNATURE)
+    while at + 8 <= len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        at += 12 + length
+        if kind == b"IDAT":
+            continue
+        found.append(body)
+        if kind == b"zTXt":
+            found.append(zlib.decompress(body.split(b"\0", 1)[1][1:]))
+        elif kind == b"iTXt":
+            _keyword, rest = body.split(b"\0", 1)
+            if rest[0] == 1:  # compressed: flag, method, language\0, translated keyword\0, text
+                found.append(zlib.decompress(rest[2:].split(b"\0", 2)[2]))
+    assert at == len(data), "a truncated PNG"
+    return b"\n".join(found)
+
+
 def _outputs(run: Run, out: Path) -> dict[str, bytes]:
-    """Everything the run showed or wrote: stdout, stderr and each file under `out`."""
+    """Everything the run showed or wrote: stdout, stderr and each file under `out` (of a PNG,
+    the chunks that can hold text)."""
     found = {"stdout": run.stdout.encode(), "stderr": run.stderr.encode()}
     if out.exists():
-        found |= {str(p): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        for path in sorted(out.rglob("*")):
+            if path.is_file():
+                data = path.read_bytes()
+                found[str(path)] = _png_metadata(data) if path.suffix == ".png" else data
     return found
 
 
@@ -138,6 +170,27 @@ def test_a_401_quoting_the_key_is_exit_7_without_the_key(
     assert "Incorrect API key provided: [redacted]" in run.stderr
     assert "fix:" in run.stderr
     _assert_hidden(key, _outputs(run, out))
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body).to_bytes(4, "big")
+    return len(body).to_bytes(4, "big") + kind + body + crc
+
+
+def test_the_png_scan_finds_a_key_in_any_text_chunk_but_not_in_pixels() -> None:
+    """The scan above is not vacuous: a key in plain, compressed or international text is
+    found; the same bytes inside pixel data are not."""
+    header = _chunk(b"IHDR", bytes(13))
+    for text in (
+        _chunk(b"tEXt", b"Title\0" + SHORT_KEY.encode()),
+        _chunk(b"zTXt", b"Title\0\0" + zlib.compress(SHORT_KEY.encode())),
+        _chunk(b"iTXt", b"Title\0\1\0en\0\0" + zlib.compress(SHORT_KEY.encode())),
+        _chunk(b"iTXt", b"Title\0\0\0\0\0" + SHORT_KEY.encode()),
+    ):
+        png = PNG_SIGNATURE + header + text + _chunk(b"IEND", b"")
+        assert SHORT_KEY.encode() in _png_metadata(png), text
+    pixels = PNG_SIGNATURE + header + _chunk(b"IDAT", SHORT_KEY.encode()) + _chunk(b"IEND", b"")
+    assert SHORT_KEY.encode() not in _png_metadata(pixels)
 
 
 def test_a_password_in_the_endpoint_url_is_redacted(sandbox: tuple[Path, Path]) -> None:
