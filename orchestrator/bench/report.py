@@ -1,7 +1,7 @@
 """Bench output: one JSON document (DESIGN §7), a Markdown report and a PNG plot.
 
-JSON: each level carries `speedup` {value, low, high, confidence} (candidate over baseline, mean
-output tokens/s per request) and each arm carries `acceptance_rate` and `mean_acceptance_length`
+JSON: each level carries `speedup` {value, low, high, confidence} (candidate over baseline, output
+tokens per second of request time) and each arm carries `acceptance_rate` and `mean_acceptance_length`
 (null when the engine exposes none). matplotlib is imported only when the PNG is written.
 """
 
@@ -136,8 +136,9 @@ def to_markdown(record: SweepRecord, verdict: Verdict) -> str:
         lines += ["## Server-side phases (engine histograms, mean ms per request)", "", *phases, ""]
     lines += [f"**Crossover:** {verdict.crossover.summary}", ""]
     lines += [
-        "Speedup: mean output tokens/s per request (end to end), candidate over baseline, with a "
-        "95 % bootstrap interval. Cost rule: candidate time per committed token below the "
+        "Speedup: output tokens per second of request time (the level's tokens over the sum of "
+        "its requests' end-to-end latencies), candidate over baseline, with a 95 % bootstrap "
+        "interval. Cost rule: candidate time per committed token below the "
         "baseline's time per token. Times in ms: TTFT (queue + prefill), TPOT (decode), ITL "
         "(between streamed chunks).",
         "",
@@ -301,7 +302,7 @@ def _speedup_panel(ax: Any, verdict: Verdict) -> None:
         errors = [[r.value - r.low for _, r in ratios], [r.high - r.value for _, r in ratios]]
         ax.errorbar(xs, values, yerr=errors, marker="o", capsize=4, label="speedup")
     ax.axhline(1.0, color="grey", linestyle="--")
-    _axis(ax, "speedup, tokens/s per request (95 % CI)", _load_header(verdict))
+    _axis(ax, "speedup, tokens/s of request time (95 % CI)", _load_header(verdict))
 
 
 def _axis(ax: Any, title: str, xlabel: str) -> None:

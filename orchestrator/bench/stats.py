@@ -1,4 +1,5 @@
-"""Small statistics for the bench: percentiles and a bootstrap interval for a ratio of means.
+"""Small statistics for the bench: percentiles and bootstrap intervals for ratios of means and
+of rates.
 
 Pure Python and seeded, so a report is reproducible from its raw samples.
 """
@@ -9,7 +10,9 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
+
+_T = TypeVar("_T")
 
 BOOTSTRAP_RESAMPLES: Final = 2000
 CONFIDENCE: Final = 0.95
@@ -66,12 +69,34 @@ def ratio_of_means(
 ) -> Ratio | None:
     """mean(numerator) / mean(denominator), with a percentile bootstrap interval that resamples
     both arms independently (they are separate servers). None when either side is empty."""
-    if not numerator or not denominator or sum(denominator) <= 0:
+    return ratio_of_rates(
+        [(x, 1.0) for x in numerator],
+        [(y, 1.0) for y in denominator],
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
+
+
+def ratio_of_rates(
+    numerator: Sequence[tuple[float, float]],
+    denominator: Sequence[tuple[float, float]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = _SEED,
+    confidence: float = CONFIDENCE,
+) -> Ratio | None:
+    """One sample's rate over the other's, each rate the sum of its amounts over the sum of its
+    times (pairs `(amount, time)`, e.g. a request's output tokens and its latency), with a
+    percentile bootstrap interval that resamples the pairs of both arms independently. A rate of
+    sums, unlike a mean of per-pair rates, cannot rise because some pairs got faster at the
+    others' expense. None when either side is empty or has no time."""
+    if not numerator or not denominator or not 0 < _rate(denominator) < math.inf:
         return None
-    point = _ratio(numerator, denominator)
+    point = _rate(numerator) / _rate(denominator)
     rng = random.Random(seed)
     draws = sorted(
-        _ratio(_resample(numerator, rng), _resample(denominator, rng)) for _ in range(resamples)
+        _quotient(_resample(numerator, rng), _resample(denominator, rng)) for _ in range(resamples)
     )
     tail = (1.0 - confidence) / 2.0
     low = percentile(draws, 100.0 * tail)
@@ -85,10 +110,17 @@ def mean_with_interval(values: Sequence[float]) -> Ratio | None:
     return ratio_of_means(values, [1.0])
 
 
-def _ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
-    bottom = sum(denominator) / len(denominator)
-    return (sum(numerator) / len(numerator)) / bottom if bottom > 0 else math.inf
+def _rate(pairs: Sequence[tuple[float, float]]) -> float:
+    time = sum(t for _, t in pairs)
+    return sum(a for a, _ in pairs) / time if time > 0 else math.inf
 
 
-def _resample(values: Sequence[float], rng: random.Random) -> list[float]:
+def _quotient(
+    numerator: Sequence[tuple[float, float]], denominator: Sequence[tuple[float, float]]
+) -> float:
+    bottom = _rate(denominator)
+    return _rate(numerator) / bottom if 0 < bottom < math.inf else math.inf
+
+
+def _resample(values: Sequence[_T], rng: random.Random) -> list[_T]:
     return rng.choices(values, k=len(values))

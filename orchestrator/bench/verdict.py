@@ -1,7 +1,11 @@
 """Verdicts: per level, does speculation pay? Where does it stop paying? What looks wrong?
 
-Speedup = mean output tokens/s per request (end to end), candidate over baseline, with a
-bootstrap interval. A level *pays* when the whole interval is above 1, *loses* when it is below,
+Speedup = output tokens per second of request time (the level's output tokens over the sum of its
+requests' end-to-end latencies), candidate over baseline, with a bootstrap interval. Not the mean
+of per-request rates: a server that runs fewer requests at once and queues the rest (speculation
+under a token budget does) makes those it runs fast and the queued ones slow, and the mean of
+their rates rises while every request waits longer on average. A rate of sums follows the mean
+latency, and so, at a fixed concurrency, the throughput (Little's law). A level *pays* when the whole interval is above 1, *loses* when it is below,
 and is *inconclusive* otherwise. The cost rule (the issue's decision rule) is checked separately:
 speculation pays while its time per committed output token (draft + verify + coordination)
 stays below the baseline's time per output token.
@@ -14,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from orchestrator.bench.stats import CONFIDENCE, Ratio, ratio_of_means
+from orchestrator.bench.stats import CONFIDENCE, Ratio, ratio_of_means, ratio_of_rates
 from orchestrator.bench.summary import ArmSummary, Slo, summarize
 from orchestrator.bench.sweep import ArmLevel, SweepRecord, describe_load
 
@@ -51,7 +55,7 @@ class LevelVerdict:
     candidate: ArmSummary | None
     baseline: ArmSummary | None
     speedup: Ratio | None
-    """Candidate over baseline, mean output tokens/s per request."""
+    """Candidate over baseline, output tokens per second of request time."""
     decode_speedup: Ratio | None
     """Baseline over candidate mean time per output token (>1: candidate decodes faster)."""
     cost_rule_met: bool | None
@@ -150,13 +154,14 @@ def _arm(arms: Sequence[ArmLevel], label: str, load: Load) -> ArmLevel | None:
 def speedup_of(
     candidate: ArmLevel, baseline: ArmLevel, confidence: float = CONFIDENCE
 ) -> Ratio | None:
-    """Output tokens/s per request, candidate over baseline, with its bootstrap interval at
-    `confidence` (`tune`'s early looks use a stricter one than a level's 95 %)."""
-    return ratio_of_means(_rates(candidate), _rates(baseline), confidence=confidence)
+    """Output tokens per second of request time, candidate over baseline, with its bootstrap
+    interval at `confidence` (`tune`'s early looks use a stricter one than a level's 95 %)."""
+    return ratio_of_rates(_timed(candidate), _timed(baseline), confidence=confidence)
 
 
-def _rates(arm: ArmLevel) -> list[float]:
-    return [r.tokens_per_s for r in arm.results if r.tokens_per_s is not None]
+def _timed(arm: ArmLevel) -> list[tuple[float, float]]:
+    """(output tokens, end-to-end seconds) of each request that finished."""
+    return [(r.output_tokens, r.latency_s) for r in arm.results if r.tokens_per_s is not None]
 
 
 def _tpots(arm: ArmLevel) -> list[float]:

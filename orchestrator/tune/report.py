@@ -81,8 +81,8 @@ def to_markdown(state: TuneState, document: dict[str, Any]) -> str:
         "# specdeploy tune",
         "",
         f"Profile `{document['profile']}`, workload `{state.settings.workload.name}`, "
-        f"{state.settings.config.requests} requests per arm and cell. Speedup: output tokens/s "
-        f"per request against {baseline}, 95 % bootstrap interval; "
+        f"{state.settings.config.requests} requests per arm and cell. Speedup: output tokens per "
+        f"second of request time against {baseline}, 95 % bootstrap interval; "
         "**bold**: the k chosen at that load (k = 0: the baseline).",
         "",
         "| k \\ concurrency | " + " | ".join(str(c) for c in loads) + " |",

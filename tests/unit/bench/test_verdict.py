@@ -123,3 +123,32 @@ class TestBehindSchedule:
         assert "behind-schedule" not in self.codes(self.record(1.0, lag_s=0.5))
         assert "behind-schedule" not in self.codes(self.record(1.1))
         assert "behind-schedule" not in self.codes(self.record(1.5, rate=None))
+
+
+def test_a_candidate_that_queues_half_its_requests_is_slower_though_its_mean_rate_is_higher() -> (
+    None
+):
+    """Speculation under a token budget runs fewer requests at once: those it runs finish fast,
+    the rest wait. At concurrency 8 the baseline takes 1 s per 24-token request; the candidate
+    takes 0.25 s for half of them and 2.5 s for the others. The mean of per-request rates says
+    2.2x (52.8 against 24 tokens/s), but the same tokens took 1.375 s of request time on average
+    instead of 1 s: it is 0.73x, and so is its throughput at this concurrency."""
+
+    def arm(label: str, latencies: list[float]) -> ArmLevel:
+        results = tuple(
+            RequestResult(True, None, 0.0, s, 0.01, (0.01,), 24, "t", n)
+            for n, s in enumerate(latencies)
+        )
+        return ArmLevel(label, 8, results, max(latencies), None, None)
+
+    record = SweepRecord(
+        Endpoint("candidate", "http://a", "m"),
+        Endpoint("baseline", "http://b", "m"),
+        load_workload("chat"),
+        SweepConfig(),
+    )
+    record.arms += [arm("candidate", [0.25, 2.5] * 32), arm("baseline", [1.0] * 64)]
+    found = judge(record).levels[0]
+    assert found.speedup is not None
+    assert found.speedup.value == pytest.approx(1 / 1.375)
+    assert found.speedup.high < 1.0 and found.outcome == "loses"
