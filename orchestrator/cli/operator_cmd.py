@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
+from typing import Final
 
 import click
 import yaml
+
+from orchestrator.output_dirs import OwnedDirectory
+
+ROUTER_VALUES: Final = OwnedDirectory(
+    command="operator --router-values",
+    option="--out",
+    marker=".specdeploy-router-values",
+    marker_text="Written by `specdeploy operator --router-values`; replaced whole by the next\n"
+    "run, files added here included.\n",
+    output="the router values",
+    why_write="without them llm-d's router chart has no values selecting the twins' pods",
+    fix="pass --out a directory you can write to, on a filesystem with free space",
+)
 
 
 def _host_port(
@@ -78,6 +93,23 @@ def _host_port(
     help="How long a Lease lasts unrenewed (renewed every 2/15 of it, given up at 2/3).",
 )  # fmt: skip
 @click.option("--print-crd", is_flag=True, help="Print the CustomResourceDefinition and exit.")
+@click.option(
+    "--router-values",
+    "router_values_of",
+    metavar="RESOURCE",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Write, for a SpeculativeDeployment with policy.gateway.backend: InferencePool, the "
+    "values of llm-d's router chart for each twin's InferencePool (into --out), print the "
+    "helm install lines, and exit.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("out/router"),
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="--router-values: the directory to write (replaced whole).",
+)
 def operator(
     namespaces: tuple[str, ...],
     all_namespaces: bool,
@@ -90,6 +122,8 @@ def operator(
     lease_namespace: str | None,
     lease_seconds: float,
     print_crd: bool,
+    router_values_of: Path | None,
+    out_dir: Path,
 ) -> None:
     """Keep SpeculativeDeployment resources (specdeploy.io/v1) deployed, and on the winning
     side of the crossover: plan each resource as `validate` does, apply its twins and traffic
@@ -99,6 +133,9 @@ def operator(
 
     if print_crd:
         click.echo(yaml.safe_dump(custom_resource_definition(), sort_keys=False), nl=False)
+        return
+    if router_values_of is not None:
+        _write_router_values(router_values_of, out_dir)
         return
     from orchestrator.operator.admission import Admission
     from orchestrator.operator.leader import Timing
@@ -127,6 +164,45 @@ def operator(
         election=election,
         metrics_bind=metrics_bind,
     )
+
+
+def _write_router_values(resource: Path, out_dir: Path) -> None:
+    """Plan the resource as `validate` does; with an error, its report and exit code."""
+    from orchestrator.errors import UsageError
+    from orchestrator.operator.router import router_files, router_installs
+    from orchestrator.output import text_report
+    from orchestrator.output_dirs import write_files
+    from orchestrator.plan.build import load_and_plan
+    from orchestrator.plan.types import DeploymentPlan
+
+    plan = load_and_plan(resource, offline=True)
+    code = plan.exit_code(strict=False)
+    if code != 0 or not isinstance(plan, DeploymentPlan):
+        click.echo(text_report(plan, strict=False), err=True)
+        click.get_current_context().exit(code or 1)
+    assert isinstance(plan, DeploymentPlan)
+    policy = plan.profile.policy
+    gateway = policy.gateway if policy is not None else None
+    if gateway is None or gateway.backend != "InferencePool":
+        backend = "no policy.gateway" if gateway is None else f"backend {gateway.backend}"
+        raise UsageError(
+            f"{resource}: policy.gateway.backend is not InferencePool ({backend})",
+            why="the operator then splits traffic between the twins' Services ("
+            + ("the front Service" if gateway is None else "an HTTPRoute to them")
+            + "), so no InferencePool is routed to and the values would select pods for a pool "
+            "no request reaches",
+            fix="set policy.gateway: {name: GATEWAY, backend: InferencePool} to split over "
+            "llm-d's InferencePools, or leave out --router-values",
+        )
+    written = write_files(router_files(plan), out_dir, ROUTER_VALUES)
+    click.echo(f"wrote {len(written)} files to {out_dir}:")
+    for path in written:
+        click.echo(f"  {path}")
+    namespace = plan.profile.metadata.namespace or "default"
+    installs = router_installs(plan, values_dir=str(out_dir), namespace=namespace)
+    click.echo(f"then install {installs.what}:")
+    for command in installs.commands:
+        click.echo(f"  {command}")
 
 
 def _log_what_it_does() -> None:

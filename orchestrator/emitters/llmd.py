@@ -333,15 +333,17 @@ def router_values_path(twin: Twin) -> str:
     return f"llm-d/router-{twin.name}.values.yaml"
 
 
-def router_values(twin: Twin) -> dict[str, Any]:
+def router_values(twin: Twin, pods: dict[str, str] | None = None) -> dict[str, Any]:
     """Values of llm-d's router chart for one twin, installed as release `<twin>`: a pool named
-    after the twin selecting exactly its serving pods on the engine's port, and its EPP."""
+    after the twin selecting exactly its serving pods on the engine's port, and its EPP. `pods`
+    selects other pods than llm-d's model servers (the operator's twins, by their Service's
+    selector)."""
     engine = twin.launch.engine
     servers: dict[str, Any] = {
         "type": MODEL_SERVER_TYPES[engine],
         "protocol": "http",
         "targetPorts": [{"number": twin.launch.port}],
-        "matchLabels": pool_selector(twin),
+        "matchLabels": pool_selector(twin) if pods is None else dict(pods),
     }
     router: dict[str, Any] = {"modelServers": servers}
     if engine in METRICS_PATHS:

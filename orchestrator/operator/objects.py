@@ -6,7 +6,8 @@ The traffic split is the operator's own (it decides the weights):
 * a front Service `<name>-front` whose selector picks the active twin's pods (any cluster), or
   both twins' pods while the idle one is explored (a split by pod); or
 * with `policy.gateway`, a Gateway API HTTPRoute `<name>` attached to that Gateway, with one
-  weighted backendRef per twin's Service (https://gateway-api.sigs.k8s.io/reference/spec/#httpbackendref):
+  weighted backendRef per twin's Service (https://gateway-api.sigs.k8s.io/reference/spec/#httpbackendref),
+  or per twin's InferencePool (`policy.gateway.backend: InferencePool`, llm-d's split):
   100 / 0, or 100 - p / p while the idle twin is explored with p percent of the traffic.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from orchestrator.emitters.base import EMITTERS, Manifest, ResourceKind
+from orchestrator.emitters.platform import INFERENCE_API_GROUP
 from orchestrator.manifests.context import (
     PROFILE_LABEL,
     VARIANT_LABEL,
@@ -26,7 +28,7 @@ from orchestrator.manifests.context import (
 from orchestrator.operator.crd import API_VERSION, KIND
 from orchestrator.operator.policy import Variant
 from orchestrator.plan.types import DeploymentPlan
-from orchestrator.profile.schema import Profile
+from orchestrator.profile.schema import GatewayRef, Profile
 
 HTTPROUTE: Final = ResourceKind("gateway.networking.k8s.io/v1", "HTTPRoute")
 #: Every kind the operator applies, in apply order (the emitter's, then the route).
@@ -115,8 +117,7 @@ def http_route(profile: Profile, port: int, active: Variant, explore: int = 0) -
         parent["sectionName"] = gateway.section_name
     refs = [
         {
-            "name": object_name(profile, v),
-            "port": port,
+            **_backend(gateway, object_name(profile, v), port),
             "weight": 100 - explore if v == active else explore,
         }
         for v in twins(profile)
@@ -129,6 +130,16 @@ def http_route(profile: Profile, port: int, active: Variant, explore: int = 0) -
         "spec": {"parentRefs": [parent], "rules": [{"backendRefs": refs}]},
     }
     return Manifest(body=body, source="operator/httproute")
+
+
+def _backend(gateway: GatewayRef, name: str, port: int) -> dict[str, Any]:
+    """A twin's backendRef: its Service on the serving port, or its InferencePool, whose own
+    targetPorts say the port: a backendRef to a pool names none (kubernetes-sigs/
+    gateway-api-inference-extension conformance/tests/basic/
+    inferencepool_resolvedrefs_condition.yaml f956a09df19b3b6c37a2cb5ff1e166c617c4e120)."""
+    if gateway.backend == "InferencePool":
+        return {"group": INFERENCE_API_GROUP, "kind": "InferencePool", "name": name}
+    return {"name": name, "port": port}
 
 
 def twins(profile: Profile) -> tuple[Variant, ...]:

@@ -800,6 +800,12 @@ class GatewayRef(StrictModel):
     section_name: ListenerName | None = None
     """Listener of the Gateway to attach to (a DNS-1123 subdomain, the Gateway API's
     SectionName); every listener that allows the route when omitted."""
+    backend: Literal["Service", "InferencePool"] = "Service"
+    """What the route's weighted backendRefs name for each twin. Service: the twin's own
+    Service. InferencePool (llm-d, the Gateway API Inference Extension): the twin's
+    InferencePool, named like its Service, whose endpoint picker chooses the pod; install llm-d's
+    router chart once per twin with the values `specdeploy operator --router-values` writes. The
+    Gateway must be one whose implementation routes to InferencePools."""
 
 
 class PolicySpec(StrictModel):
