@@ -11,9 +11,16 @@ both arms, the same requests), so its speedup is a ratio with a bootstrap interv
   load beyond noise (the old k's interval lies below the new one's).
 
 The schedule (vLLM's `num_speculative_tokens_per_batch_size`: inclusive batch-size ranges, k per
-range) gives each measured load the k chosen there; the boundary between two measured loads is
-their geometric mean, and the last range reaches `max_batch`. Neighbouring ranges with the same k
-are merged.
+range) gives each measured load the k chosen there, every batch size between two measured loads
+the smaller of their two k, and the last range reaches `max_batch`. Neighbouring ranges with the
+same k are merged. The smaller k, because the batch size vLLM looks the k up by is the number of
+requests it scheduled in that step (`dynamic_sd_lookup[len(num_scheduled_tokens)]`,
+vllm/v1/core/sched/scheduler.py at v0.32.0), which at a given load is at most the load and often
+far below it: a step that prefills a prompt, or whose token budget the drafts of the previous step
+filled, schedules few requests. A range that gave an unmeasured batch size the larger k would so
+also speculate at the higher load measured to lose (measured: the layered test bed at concurrency
+64, with its 64-token budget, served at 0.80x of the baseline by a schedule with k=4 up to batch
+size 8); the smaller k costs at most the speedup of loads no cell measured.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ class Cell:
     concurrency: int
     outcome: Outcome
     speedup: Ratio | None
-    """Output tokens/s per request, candidate over baseline, with its interval."""
+    """Output tokens per second of request time, candidate over baseline, with its interval."""
     tpot_ratio: Ratio | None = None
     """Baseline over candidate mean time per output token (the cost rule's side)."""
     candidate_tpot_ms: Ratio | None = None
@@ -106,8 +113,10 @@ def schedule(choices: Sequence[Choice], max_batch: int) -> list[tuple[int, int, 
     start = 1
     for index, choice in enumerate(choices):
         if index + 1 < len(choices):
-            following = choices[index + 1].concurrency
-            end = max(start, math.floor(math.sqrt(choice.concurrency * following)))
+            following = choices[index + 1]
+            # the batch sizes in between get the smaller k (module docstring)
+            shrinks = following.k < choice.k
+            end = max(start, choice.concurrency if shrinks else following.concurrency - 1)
         else:
             end = max(start, max_batch, choice.concurrency)
         if ranges and ranges[-1][2] == choice.k:

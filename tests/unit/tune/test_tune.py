@@ -81,7 +81,7 @@ def test_tune_chooses_k_per_load_and_writes_the_schedule(
     assert result.exit_code == 0, result.output
     document = json.loads((out / "tune.json").read_text())
     assert [(c["concurrency"], c["k"]) for c in document["choices"]] == [(1, 3), (4, 1), (8, 0)]
-    assert document["schedule"] == [[1, 2, 3], [3, 5, 1], [6, 16, 0]]
+    assert document["schedule"] == [[1, 1, 3], [2, 4, 1], [5, 16, 0]]
     assert document["crossover"] == 8
     assert document["policy"] == {
         "retune": {"min_tokens": 1, "max_tokens": 3},
@@ -104,9 +104,9 @@ def test_tune_chooses_k_per_load_and_writes_the_schedule(
     validated = CliRunner().invoke(cli, ["validate", str(out / "profile.yaml"), "--offline"])
     assert validated.exit_code == 0, validated.output
     markdown = (out / "tune.md").read_text()
-    assert "| 1 | " in markdown and "**baseline**" in markdown and "1-2: k=3" in markdown
+    assert "| 1 | " in markdown and "**baseline**" in markdown and "1-1: k=3, 2-4: k=1" in markdown
     assert (out / "tune.png").stat().st_size > 10_000
-    assert "1-2: k=3, 3-5: k=1, 6-16: k=0" in result.output
+    assert "1-1: k=3, 2-4: k=1, 5-16: k=0" in result.output
 
 
 SGLANG_EAGLE3 = {
@@ -229,7 +229,10 @@ class TestChoose:
 
     def test_schedule_merges_equal_neighbours_and_reaches_max_batch(self) -> None:
         choices = [Choice(1, 3, None, ""), Choice(4, 3, None, ""), Choice(16, 0, None, "")]
-        assert schedule(choices, 64) == [(1, 8, 3), (9, 64, 0)]
+        assert schedule(choices, 64) == [(1, 4, 3), (5, 64, 0)]
+        # between two measured loads, the smaller k: the larger one only where it was measured
+        rising = [Choice(1, 0, None, ""), Choice(4, 2, None, ""), Choice(16, 1, None, "")]
+        assert schedule(rising, 32) == [(1, 3, 0), (4, 4, 2), (5, 32, 1)]
         assert crossover(choices) == 16
         assert crossover([Choice(1, 0, None, ""), Choice(4, 2, None, "")]) is None
 
