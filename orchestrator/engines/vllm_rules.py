@@ -185,9 +185,57 @@ def schedule_runs_without_data_parallelism(ctx: CompatContext) -> Finding | None
     )
 
 
+def _scheduled_off_with_a_tight_budget(ctx: CompatContext) -> bool:
+    profile = ctx.profile
+    schedule = profile.proposer.num_speculative_tokens_per_batch_size or ()
+    budget = profile.vllm.max_num_batched_tokens if profile.vllm is not None else None
+    return (
+        profile.proposer.method == "draft_model"
+        and any(k == 0 for _start, _end, k in schedule)
+        and budget is not None
+        and budget < 2 * profile.serving.max_concurrency
+    )
+
+
+@rule(
+    "engine.spec-schedule-off-budget",
+    source=f"{_V}config/speculative.py#L1887-L1926 (max_num_new_slots_for_drafting: 1 for "
+    f"draft_model); {_V}v1/core/sched/scheduler.py#L613 and #L857 (every scheduled request takes "
+    "num_new_tokens + draft_slots of max_num_batched_tokens); measured on the CPU test bed: "
+    "tests/e2e/test_tune_vllm.py",
+    applies=lambda ctx: _scheduled(ctx) and _scheduled_off_with_a_tight_budget(ctx),
+)
+def schedule_off_is_not_the_baseline(ctx: CompatContext) -> Finding:
+    """Where a schedule gives k = 0 it drafts nothing, but a draft_model config still costs each
+    request vLLM schedules one more token of the step's budget (the draft model's input), so a
+    step holds at most max_num_batched_tokens / 2 decodes where the target alone holds
+    max_num_seqs. With a budget below twice max_num_seqs, the k = 0 ranges serve fewer requests
+    at once than the baseline would: measured 0.80x and 0.82x of the baseline at concurrency 64
+    on the CPU test bed (64-token budget). It serves, slower: a warning."""
+    profile = ctx.profile
+    assert profile.vllm is not None and profile.vllm.max_num_batched_tokens is not None
+    budget = profile.vllm.max_num_batched_tokens
+    seqs = profile.serving.max_concurrency
+    return at_field(
+        SCHEDULE_FIELD,
+        Finding.warning(
+            what=f"{SCHEDULE_FIELD} turns speculation off (k = 0) with method draft_model and "
+            f"vllm.max_num_batched_tokens={budget} below 2 x serving.max_concurrency={seqs}",
+            why="vLLM 0.32.0 charges every request it schedules one more budget token for the "
+            f"draft model's input, drafting or not, so a k = 0 step holds at most {budget // 2} "
+            f"decodes where the target alone holds {min(seqs, budget)}: above the crossover this "
+            "serves slower than the baseline it stands in for",
+            fix=f"raise vllm.max_num_batched_tokens to at least {2 * seqs}, or leave "
+            "speculation on at every load and serve the baseline twin above the crossover "
+            "(deploy.baseline: true with policy.mode: switch)",
+        ),
+    )
+
+
 RULES = (
     cpu_memory_fraction_is_modest,
     schedule_is_valid,
     schedule_stays_within_the_draft_length,
     schedule_runs_without_data_parallelism,
+    schedule_off_is_not_the_baseline,
 )

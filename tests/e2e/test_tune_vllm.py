@@ -26,9 +26,10 @@ against the fixed arms it chose between.
    vllm/config/speculative.py; `input_budget -= num_new_tokens + draft_slots`,
    vllm/v1/core/sched/scheduler.py), so with k = 0 a 64-token step still holds 32 decodes where
    the baseline holds 64. Above the crossover on this test bed the baseline twin, not k = 0, is
-   the fast arm: what the operator's `switch` routes to. The issue's "within noise of the best
-   arm at every load" does not hold at 64 here; a budget far above max_num_seqs (a GPU's 8192)
-   makes that charge small.
+   the fast arm: what the operator's `switch` routes to, and what `validate` says of the tuned
+   profile (`engine.spec-schedule-off-budget`). The issue's "within noise of the best arm at
+   every load" does not hold at 64 here; a budget far above max_num_seqs (a GPU's 8192) makes
+   that charge small.
 
 The test prints tune's table, the benched one and the drafts. About 6 minutes on 2 cores.
 """
@@ -141,6 +142,8 @@ def test_tune_schedules_where_speculation_pays_and_the_tuned_deployment_is_the_b
     assert schedule[-1][1:] == [HIGH, 0], schedule  # k = 0 up to max_concurrency
     checked = _specdeploy("validate", str(tuned_path), "--offline", env=env, timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # and says what is measured below: k = 0 under this budget is not the baseline
+    assert "warning engine.spec-schedule-off-budget" in checked.stdout, checked.stdout
 
     best_low = f"k={choice[LOW]}"
     arms = {"tuned": tuned_path}

@@ -64,6 +64,7 @@ def test_every_contract_rule_is_implemented() -> None:
         "engine.spec-schedule-valid",
         "engine.spec-schedule-clamped",
         "engine.spec-schedule-data-parallel",
+        "engine.spec-schedule-off-budget",
         "engine.sglang-schedule-adapts",
         "engine.sglang-adaptive-config",
         "engine.policy-explore",

@@ -22,6 +22,7 @@ from orchestrator.engines.sglang_rules import (
 )
 from orchestrator.engines.vllm_rules import (
     schedule_is_valid,
+    schedule_off_is_not_the_baseline,
     schedule_runs_without_data_parallelism,
     schedule_stays_within_the_draft_length,
 )
@@ -223,6 +224,38 @@ class TestScheduleRunsWithoutDataParallelism:
 
     def test_does_not_apply_without_a_schedule(self) -> None:
         assert schedule_runs_without_data_parallelism(ctx(None, hardware=self.DP2)) == []
+
+
+class TestScheduleOffIsNotTheBaseline:
+    """Measured on the CPU test bed (tests/e2e/test_tune_vllm.py): with a 64-token budget and 64
+    sequences, the k = 0 range drafted nothing and served 0.8x of the baseline."""
+
+    TIGHT: ClassVar[dict[str, Any]] = {"max_num_batched_tokens": 64}
+    SERVING: ClassVar[dict[str, Any]] = {"max_model_len": 4096, "max_concurrency": 64}
+    OFF: ClassVar[list[list[int]]] = [[1, 1, 4], [2, 64, 0]]
+
+    def test_a_k_of_0_under_a_budget_below_twice_the_sequences_is_a_warning(self) -> None:
+        found = ctx(self.OFF, vllm=self.TIGHT, serving=self.SERVING)
+        finding = only(schedule_off_is_not_the_baseline(found))
+        assert finding.rule == "engine.spec-schedule-off-budget"
+        assert finding.severity == "warning" and finding.field == SCHEDULE_FIELD
+        assert "vllm.max_num_batched_tokens=64 below 2 x serving.max_concurrency=64" in finding.what
+        assert "at most 32 decodes where the target alone holds 64" in finding.why
+        assert "vllm.max_num_batched_tokens to at least 128" in finding.fix
+
+    def test_a_budget_of_twice_the_sequences_a_schedule_without_0_or_ngram_pass(self) -> None:
+        roomy = ctx(self.OFF, vllm={"max_num_batched_tokens": 128}, serving=self.SERVING)
+        assert schedule_off_is_not_the_baseline(roomy) == []
+        always_on = ctx([[1, 1, 4], [2, 64, 2]], vllm=self.TIGHT, serving=self.SERVING)
+        assert schedule_off_is_not_the_baseline(always_on) == []
+        ngram = proposer(self.OFF, method="ngram", model=None)
+        assert (
+            schedule_off_is_not_the_baseline(
+                ctx(vllm=self.TIGHT, serving=self.SERVING, proposer=ngram)
+            )
+            == []
+        )
+        assert schedule_off_is_not_the_baseline(ctx(self.OFF, serving=self.SERVING)) == []
 
 
 SGLANG = {"name": "sglang", "version": "0.5.23"}
