@@ -1,8 +1,8 @@
 """Bench output: one JSON document (DESIGN §7), a Markdown report and a PNG plot.
 
-JSON: each level carries `speedup` {value, low, high, confidence} (candidate over baseline, output
-tokens per second of request time) and each arm carries `acceptance_rate` and `mean_acceptance_length`
-(null when the engine exposes none). matplotlib is imported only when the PNG is written.
+JSON: each level carries `speedup` {value, low, high, confidence} (candidate over baseline,
+output tokens per second of request time) and each arm carries `acceptance_rate` and
+`mean_acceptance_length` (null when the engine exposes none). matplotlib is imported only when the PNG is written.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def ratio_of_rates(
     others' expense. None when either side is empty or has no time."""
     if not numerator or not denominator or not 0 < _rate(denominator) < math.inf:
         return None
-    point = _rate(numerator) / _rate(denominator)
+    point = _quotient(numerator, denominator)
     rng = random.Random(seed)
     draws = sorted(
         _quotient(_resample(numerator, rng), _resample(denominator, rng)) for _ in range(resamples)

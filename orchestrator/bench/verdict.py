@@ -5,8 +5,8 @@ requests' end-to-end latencies), candidate over baseline, with a bootstrap inter
 of per-request rates: a server that runs fewer requests at once and queues the rest (speculation
 under a token budget does) makes those it runs fast and the queued ones slow, and the mean of
 their rates rises while every request waits longer on average. A rate of sums follows the mean
-latency, and so, at a fixed concurrency, the throughput (Little's law). A level *pays* when the whole interval is above 1, *loses* when it is below,
-and is *inconclusive* otherwise. The cost rule (the issue's decision rule) is checked separately:
+latency, and so, at a fixed concurrency, the throughput (Little's law). A level *pays* when the
+whole interval is above 1, *loses* when it is below, and is *inconclusive* otherwise. The cost rule (the issue's decision rule) is checked separately:
 speculation pays while its time per committed output token (draft + verify + coordination)
 stays below the baseline's time per output token.
 """

@@ -210,8 +210,8 @@ def schedule_off_is_not_the_baseline(ctx: CompatContext) -> Finding:
     request vLLM schedules one more token of the step's budget (the draft model's input), so a
     step holds at most max_num_batched_tokens / 2 decodes where the target alone holds
     max_num_seqs. With a budget below twice max_num_seqs, the k = 0 ranges serve fewer requests
-    at once than the baseline would: measured 0.80x and 0.82x of the baseline at concurrency 64
-    on the CPU test bed (64-token budget). It serves, slower: a warning."""
+    at once than the baseline would: measured 0.70x of the baseline at concurrency 64 on the CPU
+    test bed (64-token budget), the k = 0 range drafting nothing. It serves, slower: a warning."""
     profile = ctx.profile
     assert profile.vllm is not None and profile.vllm.max_num_batched_tokens is not None
     budget = profile.vllm.max_num_batched_tokens

@@ -18,9 +18,9 @@ requests it scheduled in that step (`dynamic_sd_lookup[len(num_scheduled_tokens)
 vllm/v1/core/sched/scheduler.py at v0.32.0), which at a given load is at most the load and often
 far below it: a step that prefills a prompt, or whose token budget the drafts of the previous step
 filled, schedules few requests. A range that gave an unmeasured batch size the larger k would so
-also speculate at the higher load measured to lose (measured: the layered test bed at concurrency
-64, with its 64-token budget, served at 0.80x of the baseline by a schedule with k=4 up to batch
-size 8); the smaller k costs at most the speedup of loads no cell measured.
+also speculate at the higher load measured to lose (measured: on the layered test bed, with its
+64-token budget, a schedule with k=4 up to batch size 8 kept drafting at concurrency 64, its
+acceptance counters moving); the smaller k costs at most the speedup of loads no cell measured.
 """
 
 from __future__ import annotations

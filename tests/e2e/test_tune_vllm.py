@@ -19,8 +19,9 @@ against the fixed arms it chose between.
    drafts at most 5 % of what the fixed k drafts per output token.
 
    What is measured there and not asserted: the tuned server at concurrency 64 drafts nothing
-   and is still slower than the baseline (0.80x, 0.82x; 0.68x with other tests on the cores) and
-   no faster than the fixed k, on a 2-core EPYC. The reason is the budget itself: vLLM 0.32.0
+   and is still slower than the baseline (0.70x alone on a 2-core EPYC, 0.68x with other tests
+   on the cores; 0.80x and 0.82x earlier with a schedule that still drafted a little there) and
+   no faster than the fixed k. The reason is the budget itself: vLLM 0.32.0
    charges every request it schedules, drafting or not, one more budget token for the draft
    model's input (`max_num_new_slots_for_drafting` is 1 for draft_model,
    vllm/config/speculative.py; `input_budget -= num_new_tokens + draft_slots`,

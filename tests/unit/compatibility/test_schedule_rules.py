@@ -228,7 +228,7 @@ class TestScheduleRunsWithoutDataParallelism:
 
 class TestScheduleOffIsNotTheBaseline:
     """Measured on the CPU test bed (tests/e2e/test_tune_vllm.py): with a 64-token budget and 64
-    sequences, the k = 0 range drafted nothing and served 0.8x of the baseline."""
+    sequences, the k = 0 range drafted nothing and served 0.7x of the baseline."""
 
     TIGHT: ClassVar[dict[str, Any]] = {"max_num_batched_tokens": 64}
     SERVING: ClassVar[dict[str, Any]] = {"max_model_len": 4096, "max_concurrency": 64}
