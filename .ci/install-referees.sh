@@ -27,6 +27,8 @@ SGLANG_DEPS=(
   torch==2.14.1 torchvision==0.29.1 "transformers==5.19.0" "apache-tvm-ffi==0.1.11"
   "sentencepiece==0.2.1" "compressed-tensors==0.18.0" numpy orjson psutil pybase64 requests
   packaging pillow starlette msgspec pydantic pyzmq tqdm IPython aiohttp dill gguf
+  # its metrics collectors, which a conformance test drives for the /metrics SGLang writes
+  "prometheus-client==0.26.0"
 )
 
 log() { printf '[install-referees] %s\n' "$*" >&2; }

@@ -1,5 +1,6 @@
 """Policy rules: an operator policy the profile's engine cannot feed. `switch` compares the twins'
-time per output token, which needs a per-request TPOT histogram in the engine's /metrics;
+request time per output token, which needs a per-request end-to-end latency histogram and a count
+of the finished requests' output tokens in the engine's /metrics;
 `retune` reads acceptance per drafted position. Where the engine exposes neither, the operator
 would hold the traffic and the draft length as `static` does, forever, while the resource says
 `switch` or `retune`."""
@@ -12,7 +13,10 @@ from orchestrator.engines import ENGINES
 
 #: What each mode reads from the engine's /metrics (an attribute of its `EngineMetrics`).
 _NEEDS = {
-    "switch": ("times_requests", "a per-request time-per-output-token histogram"),
+    "switch": (
+        "times_requests",
+        "a per-request end-to-end latency histogram with the finished requests' output tokens",
+    ),
     "retune": ("accepts_per_position", "speculative acceptance counted per drafted position"),
 }
 

@@ -229,8 +229,8 @@ class EngineMetrics(Protocol):
     """How an engine's Prometheus metrics read: acceptance and per-phase times over an interval
     between two scrapes. Each returns None when the scrape is not this engine's."""
 
-    #: Its /metrics time each request's output tokens (a TPOT histogram), which the operator's
-    #: `switch` compares between the twins.
+    #: Its /metrics time each finished request end to end and count its output tokens, whose
+    #: quotient (request time per output token) the operator's `switch` compares between twins.
     times_requests: ClassVar[bool]
     #: Its /metrics count acceptance per drafted position, which the operator's `retune` reads.
     accepts_per_position: ClassVar[bool]

@@ -35,11 +35,12 @@ class Acceptance:
 
 @dataclass(frozen=True)
 class Serving:
-    """What one server did between two scrapes: how fast its finished requests decoded, and how
-    busy it was."""
+    """What one server did between two scrapes: how long its finished requests took per output
+    token, and how busy it was."""
 
     tpot_s: float | None
-    """Mean time per output token of the requests that finished in the interval."""
+    """Mean time per output token of the requests that finished in the interval, as the engine
+    times it: from the first token on, so without the time a request waited or prefilled."""
     finished: float
     """Requests that finished in the interval."""
     busy_s: float
@@ -47,6 +48,19 @@ class Serving:
     mean number of requests in the server (Little's law)."""
     running: float
     waiting: float
+    output_tokens: float | None = None
+    """Output tokens of the requests that finished in the interval (None: not reported)."""
+
+    @property
+    def seconds_per_token(self) -> float | None:
+        """Request time per output token: the finished requests' end-to-end latencies (queue,
+        prefill and decode) over their output tokens. A server that admits fewer requests at
+        once decodes those faster (a lower TPOT) while the rest wait; this counts the wait. At a
+        given load it is the inverse of the output tokens per second of request time that
+        `bench` compares (Σ tokens / Σ latency)."""
+        if self.output_tokens is None or self.output_tokens <= 0 or self.finished <= 0:
+            return None
+        return self.busy_s / self.output_tokens
 
 
 @dataclass(frozen=True)
@@ -65,22 +79,38 @@ def labelled(name: str, label: str, value: object) -> str:
 
 
 def serving_window(
-    before: Samples, after: Samples, prefix: str, running: str, waiting: str
+    before: Samples, after: Samples, prefix: str, names: ServingNames
 ) -> Serving | None:
-    """`Serving` from the per-request histograms `<prefix>request_time_per_output_token_seconds`
-    and `<prefix>e2e_request_latency_seconds`, which vLLM and SGLang name alike."""
-    tpot = f"{prefix}request_time_per_output_token_seconds"
-    if f"{tpot}_count" not in after:
-        return None
-    count = delta(before, after, f"{tpot}_count")
+    """`Serving` from the per-request histograms `<prefix>e2e_request_latency_seconds` and
+    `<prefix>request_time_per_output_token_seconds`, which vLLM and SGLang name alike, and the
+    engine's count of the finished requests' output tokens; None when the scrape has no
+    end-to-end histogram."""
     latency = f"{prefix}e2e_request_latency_seconds"
+    if f"{latency}_count" not in after:
+        return None
+    tpot = f"{prefix}request_time_per_output_token_seconds"
+    count = delta(before, after, f"{tpot}_count")
     return Serving(
         tpot_s=delta(before, after, f"{tpot}_sum") / count if count > 0 else None,
         finished=delta(before, after, f"{latency}_count"),
         busy_s=delta(before, after, f"{latency}_sum"),
-        running=after.get(running, 0.0),
-        waiting=after.get(waiting, 0.0),
+        running=after.get(names.running, 0.0),
+        waiting=after.get(names.waiting, 0.0),
+        output_tokens=delta(before, after, names.output_tokens)
+        if names.output_tokens in after
+        else None,
     )
+
+
+@dataclass(frozen=True)
+class ServingNames:
+    """An engine's names for what `serving_window` reads besides the two histograms."""
+
+    running: str
+    waiting: str
+    output_tokens: str
+    """A counter of the output tokens of finished requests, grown as each finishes (so it counts
+    the same requests as the end-to-end histogram)."""
 
 
 def delta(before: Samples, after: Samples, name: str) -> float:

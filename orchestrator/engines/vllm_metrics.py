@@ -10,7 +10,8 @@ accepted at each position
 Serving: histograms `vllm:request_time_per_output_token_seconds` and
 `vllm:e2e_request_latency_seconds`, gauges `vllm:num_requests_running` / `_waiting`
 (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/metrics/loggers.py#L527-L545 and
-#L951-L968). Request-phase histograms `vllm:request_{queue,prefill,decode}_time_seconds`
+#L951-L968), and the histogram `vllm:request_generation_tokens`, observed with each finished
+request's output tokens (#L874-L881, #L1321-L1322), whose `_sum` counts them. Request-phase histograms `vllm:request_{queue,prefill,decode}_time_seconds`
 (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/metrics/loggers.py#L971-L1010).
 """
 
@@ -23,6 +24,7 @@ from orchestrator.engines.metrics import (
     PhaseTimes,
     Samples,
     Serving,
+    ServingNames,
     delta,
     labelled,
     serving_window,
@@ -30,6 +32,11 @@ from orchestrator.engines.metrics import (
 
 _SPEC: Final = "vllm:spec_decode_"
 _PER_POSITION: Final = f"{_SPEC}num_accepted_tokens_per_pos_total"
+_SERVING: Final = ServingNames(
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:request_generation_tokens_sum",
+)
 
 
 class VllmMetrics:
@@ -55,9 +62,7 @@ class VllmMetrics:
         )
 
     def serving(self, before: Samples, after: Samples) -> Serving | None:
-        return serving_window(
-            before, after, "vllm:", "vllm:num_requests_running", "vllm:num_requests_waiting"
-        )
+        return serving_window(before, after, "vllm:", _SERVING)
 
     def phase_times(self, before: Samples, after: Samples) -> PhaseTimes | None:
         means: list[float | None] = []

@@ -124,7 +124,7 @@ def tick(
     else:
         return {**_ready_condition(body, cluster, profile, owner), "loop": health}
     if loop.get("specTokens") != profile.proposer.num_speculative_tokens:
-        memory = Memory(active=memory.active, changed_at=memory.changed_at, tpot=memory.tpot)
+        memory = Memory(active=memory.active, changed_at=memory.changed_at, latency=memory.latency)
     share = explore_share(policy, profile.deploy.replicas)
     spec_tokens = profile.proposer.num_speculative_tokens
     memory, decision = step(policy, memory, observation, spec_tokens, share)

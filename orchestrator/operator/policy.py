@@ -3,12 +3,16 @@
 Each interval the operator turns both twins' /metrics into an `Observation` and calls `step`
 with the loop's `Memory` (kept in the resource's status between intervals). `step` smooths what
 it saw (exponential moving averages, so SGLang's last-batch gauges and a noisy interval do not
-decide alone), remembers each twin's time per output token per load level, and returns the new
-memory and one `Decision` with its evidence.
+decide alone), remembers each twin's request time per output token per load level, and returns
+the new memory and one `Decision` with its evidence.
 
 * switch: health first: when no pod of the active twin answers and the other twin's do, traffic
-  moves at once. Otherwise traffic goes to the twin with the lower time per output token *at the
-  current load* (requests in the server per pod, by Little's law). The other twin must be faster
+  moves at once. Otherwise traffic goes to the twin with the lower request time per output token
+  *at the current load* (requests in the server per pod, by Little's law): its finished requests'
+  end-to-end latencies over their output tokens (`Serving.seconds_per_token`), queueing included.
+  Not the engine's TPOT: a twin that admits fewer requests at once (a step budget spent on
+  drafts, less KV room beside a draft model) decodes those faster while the rest queue, and TPOT
+  starts at the first token. The other twin must be faster
   by `hysteresis`, and no change happens within `dwell_seconds` of the last one, so traffic never
   flaps. All traffic never goes to a twin not timed at the current load: it is timed from
   mirrored traffic, or by exploring with at most `explore_percent` of the traffic (`explore`).
@@ -32,7 +36,7 @@ Action = Literal["hold", "switch", "retune", "explore"]
 VARIANTS: Final[tuple[Variant, Variant]] = ("speculative", "baseline")
 #: Intervals the active twin is measured alone at a load before the idle twin is tried there.
 EXPLORE_AFTER: Final = 3
-#: A remembered time per output token older than this many dwell times is forgotten.
+#: A remembered request time per output token older than this many dwell times is forgotten.
 MEMORY_DWELLS: Final = 10
 #: Two twins whose pods finished requests at rates within this factor got the same offered load
 #: per pod (mirrored traffic, or a split in proportion to their pods): both are filed under one
@@ -77,8 +81,9 @@ class Memory:
     active: Variant = "speculative"
     changed_at: float | None = None
     """When traffic last moved or the draft length last changed."""
-    tpot: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
-    """variant -> load level -> (smoothed seconds per output token, when last updated)."""
+    latency: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    """variant -> load level -> (smoothed request seconds per output token, when last
+    updated)."""
     alone: int = 0
     """Consecutive intervals the active twin served while the idle one finished nothing."""
     acceptance_length: float | None = None
@@ -95,7 +100,9 @@ class Memory:
         return {
             "active": self.active,
             "changedAt": self.changed_at,
-            "tpot": {v: {b: list(e) for b, e in lv.items()} for v, lv in self.tpot.items()},
+            "latencyPerToken": {
+                v: {b: list(e) for b, e in lv.items()} for v, lv in self.latency.items()
+            },
             "alone": self.alone,
             "acceptanceLength": self.acceptance_length,
             "acceptanceRate": self.acceptance_rate,
@@ -108,13 +115,15 @@ class Memory:
 
     @classmethod
     def from_status(cls, raw: Any) -> Memory:
-        """The memory a status holds; a fresh one when it holds none (or garbage)."""
+        """The memory a status holds; a fresh one when it holds none (or garbage). The TPOT
+        earlier releases of the operator remembered there (`tpot`) is not read: it is another
+        quantity, so each twin is timed again."""
         if not isinstance(raw, dict):
             return cls()
         try:
-            tpot = {
+            latency = {
                 str(v): {str(b): (float(e[0]), float(e[1])) for b, e in lv.items()}
-                for v, lv in (raw.get("tpot") or {}).items()
+                for v, lv in (raw.get("latencyPerToken") or {}).items()
             }
             active = raw.get("active")
             k = raw.get("numSpeculativeTokens")
@@ -126,7 +135,7 @@ class Memory:
             return cls(
                 active=active if active in VARIANTS else "speculative",
                 changed_at=_float(raw.get("changedAt")),
-                tpot=tpot,
+                latency=latency,
                 alone=int(raw.get("alone") or 0),
                 acceptance_length=_float(raw.get("acceptanceLength")),
                 acceptance_rate=_float(raw.get("acceptanceRate")),
@@ -192,23 +201,23 @@ def explore_share(policy: PolicySpec, pods_per_twin: int) -> int | None:
 
 def observe(policy: PolicySpec, memory: Memory, obs: Observation) -> Memory:
     """The memory with this interval's measurements folded into its moving averages."""
-    tpot = {v: dict(levels_) for v, levels_ in memory.tpot.items()}
+    latency = {v: dict(levels_) for v, levels_ in memory.latency.items()}
     horizon = obs.at - MEMORY_DWELLS * policy.dwell_seconds
     filed = levels(obs)
     for variant in VARIANTS:
         serving = obs.serving(variant)
         level = filed.get(variant)
-        kept = {b: e for b, e in tpot.get(variant, {}).items() if e[1] >= horizon}
-        timed = serving is not None and serving.tpot_s is not None and level is not None
-        if timed and serving is not None and serving.finished >= policy.min_requests:
-            assert serving.tpot_s is not None and level is not None
+        kept = {b: e for b, e in latency.get(variant, {}).items() if e[1] >= horizon}
+        measured = None if serving is None else serving.seconds_per_token
+        enough = serving is not None and serving.finished >= policy.min_requests
+        if measured is not None and level is not None and enough:
             old = kept.get(level)
-            value = serving.tpot_s if old is None else _ewma(old[0], serving.tpot_s, policy)
+            value = measured if old is None else _ewma(old[0], measured, policy)
             kept[level] = (value, obs.at)
-        tpot[variant] = kept
+        latency[variant] = kept
     idle = obs.serving(other_twin(memory.active))
     served_alone = idle is None or idle.finished == 0
-    memory = replace(memory, tpot=tpot, alone=memory.alone + 1 if served_alone else 0)
+    memory = replace(memory, latency=latency, alone=memory.alone + 1 if served_alone else 0)
     return _observe_acceptance(policy, memory, obs.acceptance)
 
 
@@ -248,7 +257,8 @@ def decide_switch(
     if level is None:
         why = f"the {active} twin finished no request"
         return memory, _hold("Idle", why, evidence, active, explore=memory.exploring)
-    mine, theirs = memory.tpot.get(active, {}).get(level), memory.tpot.get(other, {}).get(level)
+    mine = memory.latency.get(active, {}).get(level)
+    theirs = memory.latency.get(other, {}).get(level)
     if mine is None:
         why = f"too few finished requests to time the {active} twin at load {level}"
         return memory, _hold("NoEvidence", why, evidence, active, explore=memory.exploring)
@@ -256,9 +266,9 @@ def decide_switch(
     if theirs is None:
         return _explore_or_hold(policy, memory, obs, level, explore, waited, evidence)
     ratio = theirs[0] / mine[0]
-    evidence["tpotRatio"] = round(ratio, 3)
+    evidence["latencyRatio"] = round(ratio, 3)
     figures = (
-        f"at load {level}: {other} {theirs[0] * 1000:.1f} ms per output token, "
+        f"at load {level}: {other} {theirs[0] * 1000:.1f} ms of request time per output token, "
         f"{active} {mine[0] * 1000:.1f} ms ({ratio:.2f}x)"
     )
     if ratio > 1 - policy.hysteresis:
@@ -430,12 +440,14 @@ def _evidence(memory: Memory, obs: Observation, level: str | None) -> dict[str, 
     out: dict[str, Any] = {"load": level, "active": memory.active}
     for variant in VARIANTS:
         serving = obs.serving(variant)
-        smoothed = memory.tpot.get(variant, {}).get(level or "")
+        smoothed = memory.latency.get(variant, {}).get(level or "")
+        measured = None if serving is None else serving.seconds_per_token
         out[variant] = {
+            "latencyPerTokenMs": None if measured is None else round(measured * 1000, 2),
+            "smoothedLatencyPerTokenMs": None if smoothed is None else round(smoothed[0] * 1000, 2),
             "tpotMs": None
             if serving is None or serving.tpot_s is None
             else round(serving.tpot_s * 1000, 2),
-            "smoothedTpotMs": None if smoothed is None else round(smoothed[0] * 1000, 2),
             "finished": None if serving is None else serving.finished,
             "requestsInServer": None
             if serving is None

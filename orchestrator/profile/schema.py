@@ -813,7 +813,8 @@ class PolicySpec(StrictModel):
 
     mode: PolicyMode = "static"
     """static: keep the deployment as planned. switch: send traffic to the speculative twin
-    while its measured time per output token beats the baseline twin's at the current load, and
+    while its measured request time per output token (end-to-end latency over output tokens,
+    queueing included) beats the baseline twin's at the current load, and
     to the baseline above the crossover (needs deploy.baseline: true). retune: lower or raise
     proposer.num_speculative_tokens from the measured per-position acceptance, by a rolling
     update of the speculative twin (vLLM, whose /metrics count acceptance per position)."""
@@ -822,13 +823,13 @@ class PolicySpec(StrictModel):
     dwell_seconds: PositiveInt = 120
     """Minimum time between two changes (a traffic switch or a retune): no flapping."""
     hysteresis: float = Field(default=0.1, ge=0.0, lt=1.0)
-    """switch: the other twin must be faster by at least this share of the current one's time
-    per output token before traffic moves (0.1 = 10 %)."""
+    """switch: the other twin must be faster by at least this share of the current one's request
+    time per output token before traffic moves (0.1 = 10 %)."""
     smoothing: float = Field(default=0.5, gt=0.0, le=1.0)
-    """Weight of the newest interval in the moving averages of time per output token and
+    """Weight of the newest interval in the moving averages of request time per output token and
     acceptance (1 = no smoothing; SGLang's acceptance gauges are last-batch values)."""
     min_requests: PositiveInt = 2
-    """Finished requests an interval needs before its time per output token counts."""
+    """Finished requests an interval needs before its request time per output token counts."""
     retune: RetuneSpec = RetuneSpec()
     """Thresholds of the retune mode."""
     gateway: GatewayRef | None = None

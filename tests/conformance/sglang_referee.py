@@ -7,6 +7,7 @@ In 0.5.23 `prepare_server_args` only parses (argparse types and choices); `resol
 in defaults and applies the speculative hooks, and `check_server_args()` validates
 (python/sglang/srt/server_args.py; shared/reference/feasibility_k8s.md §5). Resolution needs
 `--device cpu` on a machine without an accelerator; the caller appends it.
+`{"finished": [...]}` asks for the /metrics its metrics collector writes after those requests.
 """
 
 from __future__ import annotations
@@ -96,11 +97,44 @@ def adaptive_steps(path: str, initial_steps: int, batch_sizes: list[int]) -> dic
     return {"ok": True, "loaded": loaded, "seen": [sorted(seen[b]) for b in batch_sizes]}
 
 
+def finished_requests(model: str, requests: list[dict[str, float]]) -> dict[str, Any]:
+    """The /metrics exposition SGLang's own tokenizer-side collector writes after these requests
+    finished (`observe_one_finished_request`, what the tokenizer manager calls per request):
+    each `{"generation_tokens", "e2e_latency", "time_per_output_token"}`. The server's config is
+    published first, as the HTTP server does before its collector exists (`publish(server_args,
+    role="tokenizer")`, sglang/srt/entrypoints/http_server.py), for a `model` on this disk."""
+    import prometheus_client
+    from sglang.srt.observability.metrics_collector import TokenizerMetricsCollector
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.server_args import ServerArgs
+
+    labels = {"model_name": "referee"}
+    try:
+        publish(ServerArgs(model_path=model, device="cpu", enable_metrics=True), role="tokenizer")
+        collector = TokenizerMetricsCollector(labels=labels)
+        for request in requests:
+            collector.observe_one_finished_request(
+                labels,
+                prompt_tokens=8,
+                generation_tokens=int(request["generation_tokens"]),
+                cached_tokens=0,
+                e2e_latency=float(request["e2e_latency"]),
+                has_grammar=False,
+                is_streaming=True,
+                time_per_output_token=float(request["time_per_output_token"]),
+            )
+    except Exception as exc:
+        return {"ok": False, "error": traceback.format_exception_only(type(exc), exc)[-1].strip()}
+    return {"ok": True, "exposition": prometheus_client.generate_latest().decode()}
+
+
 def main() -> None:
     for line in sys.stdin:
         if line.strip():
             request = json.loads(line)
-            if "adaptive" in request:
+            if "finished" in request:
+                result = finished_requests(request["model"], request["finished"])
+            elif "adaptive" in request:
                 result = adaptive_steps(
                     request["adaptive"], int(request["initial_steps"]), request["batch_sizes"]
                 )

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.bench.metrics import parse_prometheus
+from orchestrator.dev.tiny_models import TinyModels
+from orchestrator.engines import ENGINES
 from orchestrator.plan.build import load_and_plan
 from orchestrator.plan.types import DeploymentPlan
 from orchestrator.profile.loading import load_profile
@@ -114,3 +117,24 @@ def test_a_misspelt_algorithm_flag_is_refused(sglang_referee: Referee, stand_ins
     verdict = sglang_referee.ask({"argv": broken, "resolve": False})
     assert not verdict["ok"]
     assert "unrecognized arguments: --speculative-algoritm" in verdict["error"]
+
+
+def test_the_operator_reads_request_time_per_output_token_from_sglangs_own_metrics(
+    sglang_referee: Referee, repo_tiny_models: TinyModels
+) -> None:
+    """What `policy.mode: switch` compares, read from the exposition SGLang 0.5.23's own metrics
+    collector writes: the finished requests' end-to-end latencies over their output tokens. A
+    metric name the reader expects that SGLang does not write fails here."""
+    finished = [
+        {"generation_tokens": 10, "e2e_latency": 1.0, "time_per_output_token": 0.05},
+        {"generation_tokens": 30, "e2e_latency": 2.5, "time_per_output_token": 0.07},
+    ]
+    model = str(repo_tiny_models.target)
+    verdict = sglang_referee.ask({"finished": finished, "model": model})
+    assert verdict["ok"], verdict
+    window = ENGINES["sglang"].metrics.serving({}, parse_prometheus(verdict["exposition"]))
+    assert window is not None, verdict["exposition"][:2000]
+    assert (window.finished, window.output_tokens) == (2, 40)
+    assert window.busy_s == pytest.approx(3.5)
+    assert window.seconds_per_token == pytest.approx(3.5 / 40)
+    assert window.tpot_s == pytest.approx(0.06)

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.bench.metrics import parse_prometheus
+from orchestrator.engines.metrics import Samples
 from orchestrator.runner.local import stop
 from tests.support import REPO_ROOT
 
@@ -140,6 +142,12 @@ def complete(url: str, prompt: str, *, max_tokens: int = 24) -> str:
     with urllib.request.urlopen(request, timeout=120) as response:
         text: str = json.load(response)["choices"][0]["text"]
         return text
+
+
+def scrape(url: str) -> Samples:
+    """The server's /metrics, parsed as the operator and bench parse them."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        return parse_prometheus(response.read(1 << 24).decode(), by_label="position")
 
 
 def spec_counters(url: str) -> dict[str, float]:

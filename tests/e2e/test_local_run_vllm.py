@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from orchestrator.dev.tiny_models import TinyModels
+from orchestrator.engines import ENGINES
 from tests.e2e.local_run import run_command, specdeploy_run
-from tests.e2e.servers import complete, server_env, spec_counters
+from tests.e2e.servers import complete, scrape, server_env, spec_counters
 from tests.support import LOCAL_PROFILES_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -49,12 +50,18 @@ def test_ngram_drafts_and_keeps_greedy_text(
     baseline_text: list[str], tmp_path: Path, tiny_models: TinyModels
 ) -> None:
     with specdeploy_run(LOCAL_PROFILES_DIR / "tiny-ngram.yaml", tmp_path=tmp_path) as run:
-        before = spec_counters(run.url)
+        before, samples_before = spec_counters(run.url), scrape(run.url)
         text = greedy(run.url)
-        after = spec_counters(run.url)
+        after, samples_after = spec_counters(run.url), scrape(run.url)
     assert after["num_drafts"] > before.get("num_drafts", 0)
     assert after["num_draft_tokens"] > before.get("num_draft_tokens", 0)
     assert text == baseline_text
+    # what the operator's switch compares, read from vLLM's own /metrics: the requests' output
+    # tokens (3 x 24, ignore_eos) beside their end-to-end latencies
+    window = ENGINES["vllm"].metrics.serving(samples_before, samples_after)
+    assert window is not None and window.finished == len(PROMPTS), window
+    assert window.output_tokens == 24 * len(PROMPTS), window
+    assert window.seconds_per_token == pytest.approx(window.busy_s / (24 * len(PROMPTS)))
 
 
 def test_self_draft_accepts_every_token_and_keeps_greedy_text(

@@ -152,10 +152,11 @@ def helm_run(helm: list[str], *args: str) -> str:
 
 
 class ScriptedTwin:
-    """A /metrics endpoint whose vLLM counters grow like a server at the scripted TPOT and load."""
+    """A /metrics endpoint whose vLLM counters grow like a server at the scripted request time
+    per output token (end-to-end latency over output tokens) and load."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.tpot_s, self.load = 0.02, 1.0
+        self.per_token_s, self.load = 0.02, 1.0
         self.paused = False
         """No traffic reaches it (it finishes nothing), as a twin no request is routed to."""
         self.counters: dict[str, float] = {}
@@ -179,15 +180,18 @@ class ScriptedTwin:
         return "".join(f"{name} {value}\n" for name, value in sorted(self.counters.items()))
 
     def advance(self) -> None:
-        """One tick of steady traffic: a request finishes, `load` requests were in the server."""
+        """One tick of steady traffic: a request finishes, `load` requests were in the server,
+        and its output tokens took `per_token_s` each end to end."""
         if self.paused:
             self.counters.setdefault("vllm:num_requests_running", 0.0)
             return
         for name, value in (
-            ("vllm:request_time_per_output_token_seconds_sum", self.tpot_s),
+            ("vllm:request_time_per_output_token_seconds_sum", self.per_token_s),
             ("vllm:request_time_per_output_token_seconds_count", 1),
             ("vllm:e2e_request_latency_seconds_sum", self.load * TICK_S),
             ("vllm:e2e_request_latency_seconds_count", 1),
+            ("vllm:request_generation_tokens_sum", self.load * TICK_S / self.per_token_s),
+            ("vllm:request_generation_tokens_count", 1),
         ):
             self.counters[name] = self.counters.get(name, 0.0) + value
         self.counters["vllm:num_requests_running"] = self.load

@@ -46,7 +46,10 @@ def test_switch_moves_the_front_service_and_says_why(
     wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
     add_pods(api)
 
-    twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020  # speculation wins
+    twins["speculative"].per_token_s, twins["baseline"].per_token_s = (
+        0.010,
+        0.020,
+    )  # speculation wins
     wait_for(
         "a decision",
         lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",
@@ -54,7 +57,7 @@ def test_switch_moves_the_front_service_and_says_why(
     )
     assert selector(api) == "speculative"
 
-    twins["speculative"].tpot_s = 0.050  # above the crossover
+    twins["speculative"].per_token_s = 0.050  # above the crossover
     for twin in twins.values():
         twin.load = 6.0
     # The Service is patched before the status records the decision: wait for both.
@@ -68,18 +71,20 @@ def test_switch_moves_the_front_service_and_says_why(
     [decision] = status["decisions"]
     assert decision["reason"] == "BaselineWins" and decision["evidence"]["load"] == "5-8"
     measured = decision["evidence"]
-    assert measured["baseline"]["smoothedTpotMs"] == pytest.approx(20.0)
-    assert measured["speculative"]["smoothedTpotMs"] > 20.0 / 0.9  # beyond the hysteresis
-    assert measured["tpotRatio"] == pytest.approx(
-        20.0 / measured["speculative"]["smoothedTpotMs"], abs=1e-3
+    assert measured["baseline"]["smoothedLatencyPerTokenMs"] == pytest.approx(20.0)
+    assert (
+        measured["speculative"]["smoothedLatencyPerTokenMs"] > 20.0 / 0.9
+    )  # beyond the hysteresis
+    assert measured["latencyRatio"] == pytest.approx(
+        20.0 / measured["speculative"]["smoothedLatencyPerTokenMs"], abs=1e-3
     )
     assert status["traffic"]["active"] == "baseline" and status["verdict"] == "BaselineServes"
     speculating = next(c for c in status["conditions"] if c["type"] == "Speculating")
     assert speculating["status"] == "False" and speculating["reason"] == "BaselineWins"
     [event] = wait_for("a Switched event", lambda: events(api, "Switched"), operator)
-    assert f"{measured['speculative']['smoothedTpotMs']:.1f} ms" in event["message"]
+    assert f"{measured['speculative']['smoothedLatencyPerTokenMs']:.1f} ms" in event["message"]
 
-    twins["speculative"].tpot_s = 0.010
+    twins["speculative"].per_token_s = 0.010
     for twin in twins.values():
         twin.load = 1.0
     wait_for(
@@ -124,7 +129,7 @@ def test_an_idle_twin_is_explored_with_half_the_pods_never_with_all_traffic(
     api.put(*CR, resource(policy=policy, serving={"port": port}))
     wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
     add_pods(api)
-    twins["speculative"].tpot_s = 0.050
+    twins["speculative"].per_token_s = 0.050
     seen: list[str | None] = []
 
     def exploring() -> bool:
@@ -141,10 +146,15 @@ def test_an_idle_twin_is_explored_with_half_the_pods_never_with_all_traffic(
     }
     [event] = wait_for("an Exploring event", lambda: events(api, "Exploring"), operator)
     assert "50% of the traffic" in event["message"]
-    twins["baseline"].tpot_s, twins["baseline"].paused = 0.010, False  # now routed to, and faster
+    # now routed to, and faster
+    twins["baseline"].per_token_s, twins["baseline"].paused = 0.010, False
+    # The Service is patched before the status records the decision: wait for both.
     wait_for(
-        "traffic on the baseline twin",
-        lambda: selector(api) == "baseline",
+        "traffic on the baseline twin, and its decision recorded",
+        lambda: (
+            selector(api) == "baseline"
+            and (status_of(api).get("lastDecision") or {}).get("reason") == "BaselineWins"
+        ),
         operator,
         timeout=30,
     )
@@ -161,7 +171,7 @@ def test_failover_within_an_interval_and_both_down_holds_with_events(
     api.put(*CR, resource(policy=policy, serving={"port": port}))
     wait_for("the twins", lambda: len(api.list("apis/apps/v1", "deployments")) == 2, operator)
     add_pods(api)
-    twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020
+    twins["speculative"].per_token_s, twins["baseline"].per_token_s = 0.010, 0.020
     wait_for(
         "speculation winning",
         lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",

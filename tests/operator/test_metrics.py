@@ -355,7 +355,7 @@ def _drive(api: FakeCluster, operator: Operator, twins: dict[str, ScriptedTwin],
     wait_for("the refused resource counted", lambda: series(invalid) == 1, operator)
 
     add_pods(api)
-    twins["speculative"].tpot_s, twins["baseline"].tpot_s = 0.010, 0.020
+    twins["speculative"].per_token_s, twins["baseline"].per_token_s = 0.010, 0.020
     wait_for(
         "speculation winning",
         lambda: status_of(api).get("lastDecision", {}).get("reason") == "Winning",

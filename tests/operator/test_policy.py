@@ -22,10 +22,27 @@ INTERVAL = 10.0
 SWITCH = PolicySpec(mode="switch", dwell_seconds=60, hysteresis=0.1, smoothing=1.0, min_requests=2)
 
 
-def serving(tpot_ms: float | None, load: float = 1.0, finished: float = 5) -> Serving:
-    """A twin that finished `finished` requests at `load` requests in the server."""
-    tpot = None if tpot_ms is None else tpot_ms / 1000
-    return Serving(tpot, finished, busy_s=load * INTERVAL, running=load, waiting=0.0)
+def serving(
+    per_token_ms: float | None,
+    load: float = 1.0,
+    finished: float = 5,
+    *,
+    tpot_ms: float | None = None,
+) -> Serving:
+    """A twin that finished `finished` requests at `load` requests in the server, whose request
+    time per output token was `per_token_ms` (the engine's TPOT: `tpot_ms`, the same unless
+    given)."""
+    busy = load * INTERVAL
+    tokens = None if per_token_ms is None else busy / (per_token_ms / 1000)
+    tpot = per_token_ms if tpot_ms is None else tpot_ms
+    return Serving(
+        None if tpot is None else tpot / 1000,
+        finished,
+        busy_s=busy,
+        running=load,
+        waiting=0.0,
+        output_tokens=tokens,
+    )
 
 
 def obs(
@@ -98,10 +115,27 @@ class TestSwitch:
         [decision] = run(SWITCH, [(serving(40, load=8), serving(25, load=8))])
         assert decision.action == "switch" and decision.active == "baseline"
         assert decision.reason == "BaselineWins"
-        assert decision.evidence["speculative"]["tpotMs"] == 40.0
-        assert decision.evidence["baseline"]["tpotMs"] == 25.0
-        assert decision.evidence["load"] == "5-8" and decision.evidence["tpotRatio"] == 0.625
+        assert decision.evidence["speculative"]["latencyPerTokenMs"] == 40.0
+        assert decision.evidence["baseline"]["latencyPerTokenMs"] == 25.0
+        assert decision.evidence["load"] == "5-8" and decision.evidence["latencyRatio"] == 0.625
         assert "25.0 ms" in decision.message and "40.0 ms" in decision.message
+
+    def test_a_twin_whose_requests_queue_loses_though_its_tpot_is_lower(self) -> None:
+        # The speculative twin runs a third of the requests at once (its step budget goes to
+        # drafts): those decode in 23 ms per token, but with the wait each took 60 ms per output
+        # token end to end; the baseline runs them all at 45 ms. By TPOT speculation wins 2x.
+        spec = serving(60, load=8, tpot_ms=23)
+        base = serving(45, load=8, tpot_ms=45)
+        [decision] = run(SWITCH, [(spec, base)])
+        assert decision.action == "switch" and decision.active == "baseline", decision.message
+        assert decision.evidence["speculative"]["tpotMs"] == 23.0
+        assert decision.evidence["latencyRatio"] == 0.75
+        assert "request time per output token" in decision.message
+
+    def test_a_twin_whose_engine_reports_no_output_tokens_is_not_timed(self) -> None:
+        untimed = Serving(0.02, 5, busy_s=10.0, running=1.0, waiting=0.0, output_tokens=None)
+        [decision] = run(SWITCH, [(untimed, serving(30))])
+        assert decision.action == "hold" and decision.reason == "NoEvidence"
 
     def test_stays_while_speculation_wins(self) -> None:
         [decision] = run(SWITCH, [(serving(20), serving(30))])
@@ -139,7 +173,9 @@ class TestSwitch:
         decisions = run(smooth, steady + spike)
         assert all(d.action == "hold" for d in decisions)
         # 0.3 * 60 + 0.7 * 20 = 32 ms against 30: within the band
-        assert decisions[-1].evidence["speculative"]["smoothedTpotMs"] == pytest.approx(32.0)
+        assert decisions[-1].evidence["speculative"]["smoothedLatencyPerTokenMs"] == pytest.approx(
+            32.0
+        )
         unsmoothed = run(PolicySpec(mode="switch", dwell_seconds=10, smoothing=1.0), steady + spike)
         assert unsmoothed[-1].action == "switch"
 
@@ -338,20 +374,28 @@ class TestMemory:
         decisions_memory = Memory(
             active="baseline",
             changed_at=5.0,
-            tpot={"baseline": {"1": (0.02, 5.0)}},
+            latency={"baseline": {"1": (0.02, 5.0)}},
             per_position=(0.5,),
             num_speculative_tokens=2,
         )
         assert Memory.from_status(decisions_memory.to_status()) == decisions_memory
 
     @pytest.mark.parametrize(
-        "garbage", [None, "x", {"tpot": {"baseline": {"1": "no"}}}, {"active": "sideways"}]
+        "garbage",
+        [None, "x", {"latencyPerToken": {"baseline": {"1": "no"}}}, {"active": "sideways"}],
     )
     def test_garbage_in_status_starts_afresh(self, garbage: Any) -> None:
         assert Memory.from_status(garbage).active == "speculative"
+
+    def test_an_earlier_operators_tpot_memory_is_not_compared(self) -> None:
+        # before the switch compared request time per output token it remembered TPOT: another
+        # quantity, so each twin is timed again
+        old = {"active": "baseline", "tpot": {"baseline": {"1": [0.02, 5.0]}}}
+        memory = Memory.from_status(old)
+        assert memory.active == "baseline" and memory.latency == {}
 
     def test_old_measurements_are_forgotten(self) -> None:
         policy = PolicySpec(mode="switch", dwell_seconds=10)
         memory, _ = step(policy, Memory(), obs(0.0, serving(20), serving(30)), 4)
         memory, _ = step(policy, memory, obs(1000.0, None, None), 4)
-        assert memory.tpot == {"speculative": {}, "baseline": {}}
+        assert memory.latency == {"speculative": {}, "baseline": {}}
