@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +60,9 @@ class Endpoint:
     model: str
     api: Api = "completions"
     api_key: str | None = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    """How to trust the server (and who the client is) over https: a cluster's API server, whose
+    service proxy `tune --cluster` reaches each arm through. None: the system's defaults."""
 
     @property
     def api_root(self) -> str:
@@ -126,7 +130,7 @@ class RequestResult:
 def make_client(endpoint: Endpoint, concurrency: int, stall_s: float) -> Client:
     """An HTTP client for one arm: enough connections for the level, read timeout = stall.
     Call it inside the event loop that uses it."""
-    return Client(endpoint.base_url, endpoint.api_key, concurrency, stall_s)
+    return Client(endpoint.base_url, endpoint.api_key, concurrency, stall_s, endpoint.tls)
 
 
 def request_body(

@@ -5,6 +5,7 @@ bounded by a total deadline and a byte cap."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass
 from types import SimpleNamespace, TracebackType
 from typing import Any, Final
@@ -36,7 +37,12 @@ class Client:
     one-shot connections for the retry of a request whose reused connection the server closed."""
 
     def __init__(
-        self, base_url: str, api_key: str | None, concurrency: int, stall_s: float
+        self,
+        base_url: str,
+        api_key: str | None,
+        concurrency: int,
+        stall_s: float,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         local = (urlsplit(base_url).hostname or "") in _LOOPBACK
@@ -50,8 +56,11 @@ class Client:
             "timeout": timeout,
             "trust_env": not local,  # never route loopback through a proxy from the environment
         }
+        self._tls: ssl.SSLContext | bool = tls if tls is not None else True
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=concurrency + 2, keepalive_timeout=KEEPALIVE_S),
+            connector=aiohttp.TCPConnector(
+                limit=concurrency + 2, keepalive_timeout=KEEPALIVE_S, ssl=self._tls
+            ),
             trace_configs=[tracing],
             **self._settings,
         )
@@ -61,7 +70,7 @@ class Client:
     def fresh(self) -> aiohttp.ClientSession:
         """A session whose every request opens, and then closes, its own connection."""
         if self._fresh is None:
-            connector = aiohttp.TCPConnector(force_close=True, limit=0)
+            connector = aiohttp.TCPConnector(force_close=True, limit=0, ssl=self._tls)
             self._fresh = aiohttp.ClientSession(connector=connector, **self._settings)
         return self._fresh
 

@@ -1,8 +1,10 @@
-"""tune: measure draft length x load, against servers the user runs or engines it starts itself
-on this host (--local, one at a time), and write the schedule.
+"""tune: measure draft length x load, against servers the user runs, engines it starts itself
+on this host (--local, one at a time) or deployments it applies to a cluster (--cluster, one at
+a time), and write the schedule.
 
 Exit codes: 0 measured (every cell), 3/4 the profile (or its variant for one k) is invalid or
-does not speculate, 6 an engine --local started refused or died, 7 an endpoint is unusable, 2 usage
+does not speculate, 6 an engine --local started refused or died, or the cluster refused an arm
+or it never got ready, 7 an endpoint is unusable, 2 usage
 (including an --out DIR measured with other settings), 130 interrupted (every finished cell is
 kept in --out DIR; run again to measure the rest).
 """
@@ -16,14 +18,17 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import click
 
 from orchestrator.cli.bench_cmd import EXIT_INTERRUPTED, _levels
 from orchestrator.cli.options import profile_argument
-from orchestrator.errors import IncompatibleError, ProfileError
+from orchestrator.errors import IncompatibleError
 from orchestrator.output_dirs import OwnedDirectory, write_files
+
+if TYPE_CHECKING:
+    from orchestrator.tune.run import Served
 
 TUNED: Final = OwnedDirectory(
     command="tune",
@@ -48,6 +53,8 @@ the target alone on 127.0.1.100:18080, then
 prints the speedup table (k x concurrency, 95 % intervals, the choice in bold) and writes
 out/tune/{tune.json,tune.md,tune.png,profile.yaml}; profile.yaml carries
 num_speculative_tokens_per_batch_size, e.g. [[1, 16, 4]].
+On a cluster, each arm applied and measured in turn, then deleted:
+  specdeploy tune profiles/vllm-qwen3-8b-ngram.yaml --cluster --k 2,4 --concurrency 1,8,32
 """
 
 
@@ -65,11 +72,21 @@ num_speculative_tokens_per_batch_size, e.g. [[1, 16, 4]].
     "--local", is_flag=True, help="Start the engines on this host instead, one at a time (as "
     "`run --local` does): the baseline, then the profile with each k.",
 )  # fmt: skip
+@click.option(
+    "--cluster", is_flag=True, help="Apply each arm to the kube context's cluster instead, one "
+    "at a time (`<name>-tune-baseline`, then `<name>-tune-k<k>`), measure it through the API "
+    "server's service proxy, and delete it before the next.",
+)  # fmt: skip
+@click.option("--context", help="--cluster: the kube context (default: the current one).")
+@click.option(
+    "--namespace", help="--cluster: namespace when the profile has none (default: the context's)."
+)
 @click.option("--engine-bin", type=_executable, help="--local: the engine executable.")
 @click.option("--python", type=_executable, help="--local: the interpreter of the engine's venv.")
 @click.option(
     "--engine-timeout", default=600.0, show_default=True, type=click.FloatRange(1.0),
-    help="--local: seconds each engine may take to become ready.",
+    help="--local, --cluster: seconds each engine (each arm's workloads) may take to become "
+    "ready; on a cluster, pulling the image and the weights counts.",
 )  # fmt: skip
 @click.option("--k", "ks", default="1,2,3,5,8", show_default=True, callback=_levels)
 @click.option("--concurrency", default="1,4,16", show_default=True, callback=_levels)
@@ -96,6 +113,9 @@ def tune(
     endpoint_per_k: str | None,
     baseline_url: str | None,
     local: bool,
+    cluster: bool,
+    context: str | None,
+    namespace: str | None,
     engine_bin: Path | None,
     python: Path | None,
     engine_timeout: float,
@@ -122,12 +142,14 @@ def tune(
 
     The servers are yours (--endpoint-per-k and --baseline), or --local starts them on this
     host one at a time, as one GPU holds them: the baseline twin first, then the profile with
-    each k, each stopped before the next starts.
+    each k, each stopped before the next starts. --cluster does the same on the kube context's
+    cluster: each arm is applied as its own deployment, measured through the API server's
+    service proxy once ready, and deleted (also on Ctrl-C) before the next.
 
     \b
     Exit codes: 0 measured, 3/4 PROFILE (or its variant for one k) invalid or not speculative,
-    6 an engine --local started refused or died, 7 an endpoint unusable, 2 usage,
-    130 interrupted.
+    6 an engine --local started refused or died, or an arm --cluster applied was refused or
+    never ready, 7 an endpoint unusable, 2 usage, 130 interrupted.
     """
     from orchestrator.bench.client import Sampling
     from orchestrator.bench.secrets import bench_redactor, redacted
@@ -138,6 +160,7 @@ def tune(
     from orchestrator.runner.base import RunOptions
     from orchestrator.tune import report
     from orchestrator.tune.run import (
+        CLUSTER,
         JSON_NAME,
         LOCAL,
         TuneSettings,
@@ -147,16 +170,24 @@ def tune(
     )
     from orchestrator.tune.run import tune as run_tune
 
-    if local and (endpoint_per_k or baseline_url):
+    if local and cluster:
         raise click.UsageError(
-            "--local starts the engines itself; it takes no --endpoint-per-k or --baseline "
-            "(give either --local, or both URLs for servers you run)"
+            "--local and --cluster both serve the arms: give one (this host, or the cluster)"
         )
-    if not local and not (endpoint_per_k and baseline_url):
+    serving_here = "--local" if local else "--cluster" if cluster else None
+    if serving_here and (endpoint_per_k or baseline_url):
+        raise click.UsageError(
+            f"{serving_here} serves the engines itself; it takes no --endpoint-per-k or "
+            f"--baseline (give either {serving_here}, or both URLs for servers you run)"
+        )
+    if not serving_here and not (endpoint_per_k and baseline_url):
         raise click.UsageError(
             "tune needs servers: --endpoint-per-k URL-with-{k} and --baseline URL for servers "
-            "you run, or --local to start each one on this host"
+            "you run, --local to start each one on this host, or --cluster to apply each one "
+            "to the kube context's cluster"
         )
+    if not cluster and (context or namespace):
+        raise click.UsageError("--context and --namespace choose where --cluster applies")
     if endpoint_per_k is not None and "{k}" not in endpoint_per_k:
         raise click.BadParameter(
             f"{endpoint_per_k!r} has no {{k}}: it names one server per draft length, e.g. "
@@ -187,10 +218,16 @@ def tune(
     )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
     serve = None
+    token_holder: list[str] = []
     if local:
         options = RunOptions(engine_bin, python, None, engine_timeout)
         serve = _local_engines(profile, plan, ks, options, offline)
         endpoint_per_k = baseline_url = LOCAL
+    elif cluster:
+        serve, where = _cluster_engines(
+            profile, plan, ks, context, namespace, engine_timeout, offline, token_holder
+        )
+        endpoint_per_k = baseline_url = f"{CLUSTER} ({where})"
     assert endpoint_per_k is not None and baseline_url is not None
     settings = TuneSettings(
         ks=ks,
@@ -202,7 +239,9 @@ def tune(
         exhaustive=exhaustive,
         api=api,
     )
-    redact = bench_redactor(None, (endpoint_per_k, baseline_url))
+    redact = bench_redactor(
+        token_holder[0] if token_holder else None, (endpoint_per_k, baseline_url)
+    )
     max_batch = spec.serving.max_concurrency
     fixed_because = _fixed_because(plan)
     source_text = profile.read_text(encoding="utf-8")
@@ -243,56 +282,53 @@ def tune(
 
 def _local_engines(
     path: Path, plan: Any, ks: tuple[int, ...], options: Any, offline: bool
-) -> Callable[[int], AbstractContextManager[str]]:
-    """What serves each k (0: the baseline) on this host, one engine at a time. The profile is
-    planned again with each k (the schedule dropped) before anything starts, so a k the
-    proposer or release refuses is reported up front (exit 3/4), not after an hour of cells."""
-    from pydantic import ValidationError
-
+) -> Callable[[int], AbstractContextManager[Served]]:
+    """What serves each k (0: the baseline) on this host, one engine at a time, each planned
+    before anything starts (`variant_plans`)."""
     from orchestrator.cli.run_cmd import WaitProgress
-    from orchestrator.plan.build import plan_profile
-    from orchestrator.plan.resolver import LocalCheckpoints
-    from orchestrator.plan.types import DeploymentPlan
-    from orchestrator.profile.schema import Profile
     from orchestrator.runner.local import serving
+    from orchestrator.tune.run import Served
+    from orchestrator.tune.variants import variant_plans
 
-    source = LocalCheckpoints(base_dir=path.resolve().parent, offline=offline)
-    launches = {0: plan.launch_for(container=False, baseline=True)}
-    for k in ks:
-        document = plan.profile.model_dump(mode="json")
-        document["proposer"]["num_speculative_tokens"] = k
-        document["proposer"].pop("num_speculative_tokens_per_batch_size", None)
-        try:
-            variant = Profile.model_validate(document)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-            )
-            raise ProfileError(
-                f"{path} with proposer.num_speculative_tokens {k}: {problems}",
-                why="tune --local serves the profile with each k of --k",
-                fix="leave that k out of --k",
-                field="proposer.num_speculative_tokens",
-            ) from None
-        planned = plan_profile(variant, source, profile_path=path)
-        if not isinstance(planned, DeploymentPlan):
-            first = planned.errors[0]
-            raise IncompatibleError(
-                f"{path} with proposer.num_speculative_tokens {k}: {first.rule}: {first.what}",
-                why="tune --local serves the profile with each k of --k, and this one does not "
-                "validate",
-                fix="leave that k out of --k, or change the profile so it validates with it",
-            )
-        launches[k] = planned.launch_for(container=False)
+    plans = variant_plans(path, plan, ks, offline=offline, named=False, how="tune --local")
+    launches = {k: planned.launch_for(container=False) for k, planned in plans.items() if k}
+    launches[0] = plan.launch_for(container=False, baseline=True)
 
     @contextlib.contextmanager
-    def serve(k: int) -> Iterator[str]:
+    def serve(k: int) -> Iterator[Served]:
         echo = lambda line: click.echo(line, err=True)  # noqa: E731
         chosen = dataclasses.replace(options, port=_free_port())
         with serving(launches[k], chosen, echo=echo, progress=WaitProgress()) as served:
-            yield served.url
+            yield Served(served.url)
 
     return serve
+
+
+def _cluster_engines(
+    path: Path,
+    plan: Any,
+    ks: tuple[int, ...],
+    context: str | None,
+    namespace: str | None,
+    timeout: float,
+    offline: bool,
+    token_holder: list[str],
+) -> tuple[Callable[[int], AbstractContextManager[Served]], str]:
+    """What serves each k on the kube context's cluster, and where that is (context and
+    namespace, for tune.json). The kubeconfig's bearer token goes into `token_holder`, for the
+    redactor: it never reaches a file or the terminal."""
+    from orchestrator.deploy.kube.proxy import proxied_service
+    from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
+    from orchestrator.tune.cluster import cluster_engines
+
+    cluster = KubernetesCluster(context=context, namespace=namespace)
+    where = plan.profile.metadata.namespace or cluster.namespace
+    probe = proxied_service(cluster, where, "probe", "http")
+    if probe.token:
+        token_holder.append(probe.token)
+    echo = lambda line: click.echo(line, err=True)  # noqa: E731
+    serve = cluster_engines(path, plan, ks, cluster, timeout=timeout, echo=echo, offline=offline)
+    return serve, f"context {context or 'current'}, namespace {where}"
 
 
 def _free_port() -> int:

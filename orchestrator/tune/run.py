@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,6 +59,8 @@ LOOKS: Final = 3
 MIN_ROUND: Final = 8
 #: What tune.json says served the cells when `tune --local` started the engines.
 LOCAL: Final = "local: one engine at a time on this host"
+#: ... and when `tune --cluster` applied them (with the context and namespace after it).
+CLUSTER: Final = "cluster: one deployment at a time, through the API server's service proxy"
 
 
 @dataclass(frozen=True)
@@ -203,8 +206,20 @@ def _measure_cell(
     return True
 
 
-Serve = Callable[[int], AbstractContextManager[str]]
-"""Serves one engine while its block runs: draft length k (0: the baseline) to its base URL."""
+@dataclass(frozen=True)
+class Served:
+    """Where one served engine answers, and how to reach it."""
+
+    url: str
+    api_key: str | None = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False)
+
+    def endpoint(self, label: str, api: Api) -> Endpoint:
+        return Endpoint(label, self.url, "", api, api_key=self.api_key, tls=self.tls)
+
+
+Serve = Callable[[int], AbstractContextManager[Served]]
+"""Serves one engine while its block runs: draft length k (0: the baseline) to where it is."""
 
 
 def tune_serving_each(
@@ -238,9 +253,9 @@ def tune_serving_each(
     spent: list[float] = []
     try:
         progress(f"serving the baseline to measure it at concurrency {', '.join(map(str, loads))}")
-        with serve(0) as url:
-            baseline = Endpoint("baseline", url, "", settings.api)
-            unused = Endpoint("k=?", url, "", settings.api)
+        with serve(0) as served:
+            baseline = served.endpoint("baseline", settings.api)
+            unused = served.endpoint("k=?", settings.api)
             record = run_sweep(unused, baseline, settings.workload, config, quoted, only="baseline")
         if record.interrupted:
             state.interrupted = True
@@ -262,8 +277,8 @@ def tune_serving_each(
                 save(state)
                 continue
             progress(f"serving k={k}")
-            with serve(k) as url:
-                candidate = Endpoint(f"k={k}", url, "", settings.api)
+            with serve(k) as served:
+                candidate = served.endpoint(f"k={k}", settings.api)
 
                 def alone(
                     workload: Workload, round_config: SweepConfig, arm: Endpoint = candidate

@@ -32,6 +32,15 @@ against the fixed arms it chose between.
    every load" does not hold at 64 here; a budget far above max_num_seqs (a GPU's 8192) makes
    that charge small.
 
+   The budget is not the only cost of k = 0. With a 128-token budget (2 x max_concurrency, so
+   every sequence and its draft slot fit a step; tried on a 2-core EPYC, 2026-12-07) tune chose
+   the same (k=4 alone at 1.89x, k=2 0.91x [0.87, 0.96] at 64, k=0 there), and the tuned server,
+   drafting nothing at 64, was 0.77x [0.72, 0.82] of the baseline and 0.71x of the fixed k=2.
+   vLLM 0.32.0 runs the drafter's first forward pass over every scheduled token even when the
+   schedule says K = 0, "to keep the drafter KV cache in sync" (`propose`,
+   vllm/v1/spec_decode/llm_base_proposer.py), so a k = 0 range costs a draft forward per step;
+   on this test bed, whose steps are mostly per-forward overhead, that is a quarter of a step.
+
 The test prints tune's table, the benched one and the drafts. About 6 minutes on 2 cores.
 """
 

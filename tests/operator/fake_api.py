@@ -8,6 +8,16 @@ WATCH streams (chunked JSON lines, resumable from a resourceVersion), JSON merge
 patch, POST (Events), and the garbage collector: deleting an object deletes every object whose
 ownerReferences name its uid. It runs on a threaded werkzeug server, so watches stream while
 other requests are answered.
+
+The service proxy (`/api/v1/namespaces/{ns}/services/[scheme:]{name}[:{port}]/proxy/{path}`) is
+imitated from kube-apiserver v1.36.0: `ProxyREST.Connect` (pkg/registry/core/service/proxy.go)
+resolves one ready endpoint of the Service (`ResolveEndpoint`,
+staging/src/k8s.io/apiserver/pkg/util/proxy/proxy.go: the Service's port by name or number, its
+targetPort by number or by the container port's name, a ready pod the selector picks; 404 for a
+missing Service, 503 `no endpoints available for service` without one) and forwards the request
+there, passing the response on as it arrives (Go's reverse proxy flushes `text/event-stream` at
+once). Here a pod's endpoint is its `status.podIP` and the port its container declares; the
+Endpoints/EndpointSlice objects the endpoints controller would write are not imitated.
 """
 
 from __future__ import annotations
@@ -17,11 +27,13 @@ import itertools
 import json
 import logging
 import re
+import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import jsonpatch
 import yaml
 from werkzeug import Request, Response
@@ -59,6 +71,10 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
 }
 #: Kinds without a namespace (kopf discovers namespaces and CRDs before it watches anything).
 CLUSTER_SCOPED = frozenset({"namespaces", "customresourcedefinitions"})
+_PROXY = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?:(?P<scheme>https?):)?(?P<name>[^/:]+)"
+    r"(?::(?P<port>[^/]+))?/proxy(?P<rest>/.*)?$"
+)
 _PATH = re.compile(
     r"^/(?P<gv>api/v1|apis/[^/]+/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)"
     r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$"
@@ -75,6 +91,8 @@ class FakeCluster:
     """(method, path with query, User-Agent)."""
     history: list[tuple[int, Key, str, dict[str, Any]]] = field(default_factory=list)
     refuse: dict[str, int] = field(default_factory=dict)
+    proxied: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """Service-proxy requests: (method, path with query, Authorization header)."""
     _version: int = 1000
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -147,6 +165,9 @@ class FakeCluster:
         discovery = _discovery(request.path)
         if discovery is not None:
             return _json(discovery)
+        proxy = _PROXY.match(request.path)
+        if proxy is not None:
+            return self._proxy(request, proxy)
         match = _PATH.match(request.path)
         if match is None or (match["gv"], match["plural"]) not in RESOURCES:
             return _status(404, f"the server could not find the requested resource {request.path}")
@@ -172,6 +193,69 @@ class FakeCluster:
                     return self._apply(request, key, subresource)
                 return self._patch(request, key, kind, subresource)
         return _status(405, f"{request.method} is not served")
+
+    def _proxy(self, request: Request, match: re.Match[str]) -> Response:
+        """The request forwarded to one ready endpoint of the Service, streamed back."""
+        self.proxied.append(
+            (request.method, request.full_path.rstrip("?"), request.headers.get("Authorization"))
+        )
+        namespace, name = match["ns"], match["name"]
+        with self._changed:
+            service = copy.deepcopy(self.objects.get(("api/v1", "services", namespace, name)))
+            pods = [
+                copy.deepcopy(o)
+                for (g, p, ns, _), o in self.objects.items()
+                if (g, p, ns) == ("api/v1", "pods", namespace)
+            ]
+        if service is None:
+            return _status(404, f'services "{name}" not found')
+        wanted = match["port"] or ""
+        ports = service.get("spec", {}).get("ports") or []
+        port = next(
+            (p for p in ports if p.get("name", "") == wanted or str(p.get("port")) == wanted), None
+        )
+        if port is None:
+            return _status(503, f'no service port "{wanted}" found for service "{name}"')
+        selector = service.get("spec", {}).get("selector") or {}
+        endpoints = []
+        for pod in pods:
+            labels = pod.get("metadata", {}).get("labels") or {}
+            status = pod.get("status") or {}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            target = _target_port(port, pod)
+            if selector and ready and status.get("podIP") and target is not None:
+                if all(labels.get(k) == v for k, v in selector.items()):
+                    endpoints.append((status["podIP"], target))
+        if not endpoints:
+            return _status(503, f'no endpoints available for service "{name}"')
+        host, target = random.choice(endpoints)
+        scheme = match["scheme"] or "http"
+        url = f"{scheme}://{host}:{target}{match['rest'] or '/'}"
+        if request.query_string:
+            url += "?" + request.query_string.decode()
+        client = httpx.Client(timeout=httpx.Timeout(300.0, connect=10.0), trust_env=False)
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")
+        }
+        upstream = client.send(
+            client.build_request(request.method, url, content=request.get_data(), headers=headers),
+            stream=True,
+        )
+
+        def relay() -> Iterator[bytes]:
+            try:
+                yield from upstream.iter_raw()
+            finally:
+                upstream.close()
+                client.close()
+
+        kind = upstream.headers.get("content-type", "application/octet-stream")
+        return Response(
+            relay(), status=upstream.status_code, content_type=kind, direct_passthrough=True
+        )
 
     def _create(self, request: Request, key: Key) -> Response:
         body = json.loads(request.get_data(as_text=True))
@@ -397,6 +481,18 @@ def _spec(obj: dict[str, Any]) -> str:
     return json.dumps(
         {k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True
     )
+
+
+def _target_port(port: dict[str, Any], pod: dict[str, Any]) -> int | None:
+    """The Service port's targetPort on this pod: a number, or the named container port."""
+    target = port.get("targetPort", port.get("port"))
+    if isinstance(target, int):
+        return target
+    for container in pod.get("spec", {}).get("containers") or []:
+        for declared in container.get("ports") or []:
+            if declared.get("name") == target:
+                return int(declared["containerPort"])
+    return None
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

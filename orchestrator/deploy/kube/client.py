@@ -57,6 +57,8 @@ class KubeClient:
                     config_file=kubeconfig_path(), context=context
                 )
         self.server = str(api_client.configuration.host)
+        self.configuration: Any = api_client.configuration
+        """How this client reaches and authenticates to the API server (`proxy` reuses it)."""
         self.retrying = Retrying.bind(api_client, request_timeout)
         self.namespace = namespace or context_namespace(config, context) or "default"
         with self.calling(f"reach the API server at {self.server}"):

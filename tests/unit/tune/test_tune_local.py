@@ -157,5 +157,10 @@ def test_local_and_urls_together_or_neither_are_usage_errors(profile: Path, tmp_
     )
     assert both.exit_code == 2 and "takes no --endpoint-per-k or --baseline" in both.output
     neither = runner.invoke(cli, ["tune", str(profile), "--offline"])
-    assert neither.exit_code == 2 and "or --local to start each one" in neither.output
+    assert neither.exit_code == 2 and "--local to start each one on this host" in neither.output
+    assert "--cluster to apply each one" in neither.output
+    local_and_cluster = runner.invoke(cli, ["tune", str(profile), "--local", "--cluster"])
+    assert local_and_cluster.exit_code == 2 and "give one" in local_and_cluster.output
+    context_alone = runner.invoke(cli, ["tune", str(profile), "--local", "--context", "x"])
+    assert context_alone.exit_code == 2 and "choose where --cluster applies" in context_alone.output
     assert os.environ.get("FAKE_ENGINE_LOG") is None
