@@ -108,7 +108,12 @@ def to_markdown(state: TuneState, document: dict[str, Any]) -> str:
     if document["crossover"] is not None:
         lines.append(
             f"\nSpeculation stops paying at concurrency {document['crossover']}: the baseline "
-            "serves above it."
+            "serves above it. A baseline twin does that faster than the schedule's k = 0: vLLM "
+            "0.32.0 still runs the proposer every step there (a draft model's or head's first "
+            "forward pass, to keep its KV cache in sync; n-gram's lookup), and a draft model "
+            "still takes a slot of the step's token budget per request. Route above the "
+            "crossover to a baseline twin with the operator (`deploy.baseline: true`, "
+            "`policy.mode: switch`; the crossover is `policy` in tune.json)."
         )
     if document["interrupted"]:
         lines.append("\n**Interrupted**: run tune again with the same --out to measure the rest.")
