@@ -26,8 +26,8 @@ import copy
 import itertools
 import json
 import logging
-import re
 import random
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -226,9 +226,9 @@ class FakeCluster:
                 for c in status.get("conditions") or []
             )
             target = _target_port(port, pod)
-            if selector and ready and status.get("podIP") and target is not None:
-                if all(labels.get(k) == v for k, v in selector.items()):
-                    endpoints.append((status["podIP"], target))
+            selected = bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+            if selected and ready and status.get("podIP") and target is not None:
+                endpoints.append((status["podIP"], target))
         if not endpoints:
             return _status(503, f'no endpoints available for service "{name}"')
         host, target = random.choice(endpoints)
