@@ -149,14 +149,20 @@ def tune_cluster(profile: Path, out: Path, *extra: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def tune_with(kubelet: Kubelet, profile: Path, out: Path, *extra: str) -> tuple[int, str]:
+    """tune --cluster while `kubelet` plays the nodes; it stops when tune does."""
+    try:
+        return tune_cluster(profile, out, *extra)
+    finally:
+        time.sleep(0.2)  # the kubelet notices the last deletion
+        kubelet.close()
+
+
 def test_each_arm_is_applied_alone_measured_through_the_proxy_and_deleted(
     profile: Path, cluster: FakeCluster, tmp_path: Path
 ) -> None:
     kubelet = Kubelet(cluster)
-    try:
-        code, output = tune_cluster(profile, tmp_path / "tune")
-    finally:
-        kubelet.close()
+    code, output = tune_with(kubelet, profile, tmp_path / "tune")
     assert code == 0, output
     arms = [name for name, _ in kubelet.started]
     assert arms == [
@@ -187,10 +193,7 @@ def test_an_arm_that_never_gets_ready_is_deleted_and_the_finished_cells_kept(
     profile: Path, cluster: FakeCluster, tmp_path: Path
 ) -> None:
     kubelet = Kubelet(cluster, never_ready=frozenset({3}))
-    try:
-        code, output = tune_cluster(profile, tmp_path / "tune", "--engine-timeout", "3")
-    finally:
-        kubelet.close()
+    code, output = tune_with(kubelet, profile, tmp_path / "tune", "--engine-timeout", "3")
     assert code == 6, output
     assert "qwen3-4b-draft-tune-k3 is not ready after 3 s" in output
     assert "Traceback" not in output
@@ -203,11 +206,7 @@ def test_ctrl_c_while_an_arm_starts_deletes_it_and_keeps_every_finished_cell(
     profile: Path, cluster: FakeCluster, tmp_path: Path
 ) -> None:
     kubelet = Kubelet(cluster, interrupt_at=3)
-    try:
-        code, output = tune_cluster(profile, tmp_path / "tune")
-        time.sleep(0.2)  # the kubelet notices the deletion
-    finally:
-        kubelet.close()
+    code, output = tune_with(kubelet, profile, tmp_path / "tune")
     assert code == 130, output
     assert cluster.list(*DEPLOYMENTS, NAMESPACE) == []
     assert cluster.list("api/v1", "services", NAMESPACE) == []
@@ -215,10 +214,7 @@ def test_ctrl_c_while_an_arm_starts_deletes_it_and_keeps_every_finished_cell(
     assert {(c["k"], c["concurrency"]) for c in kept} == {(1, 1), (1, 4)}
     # run again: only the missing cells are measured, and only their arm is applied
     again = Kubelet(cluster)
-    try:
-        code, output = tune_cluster(profile, tmp_path / "tune")
-    finally:
-        again.close()
+    code, output = tune_with(again, profile, tmp_path / "tune")
     assert code == 0, output
     assert [name for name, _ in again.started] == [
         "qwen3-4b-draft-tune-baseline",
