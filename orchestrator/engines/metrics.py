@@ -5,6 +5,7 @@ engines in turn."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -57,10 +58,11 @@ class Serving:
         prefill and decode) over their output tokens. A server that admits fewer requests at
         once decodes those faster (a lower TPOT) while the rest wait; this counts the wait. At a
         given load it is the inverse of the output tokens per second of request time that
-        `bench` compares (Σ tokens / Σ latency)."""
-        if self.output_tokens is None or self.output_tokens <= 0 or self.finished <= 0:
+        `bench` compares (Σ tokens / Σ latency). None without a finished token, or when the
+        counters make no finite figure (a tenant's /metrics may claim 1e-300 tokens)."""
+        if self.output_tokens is None or self.finished <= 0:
             return None
-        return self.busy_s / self.output_tokens
+        return _per(self.busy_s, self.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,8 @@ def serving_window(
     if f"{latency}_count" not in after:
         return None
     tpot = f"{prefix}request_time_per_output_token_seconds"
-    count = delta(before, after, f"{tpot}_count")
     return Serving(
-        tpot_s=delta(before, after, f"{tpot}_sum") / count if count > 0 else None,
+        tpot_s=_per(delta(before, after, f"{tpot}_sum"), delta(before, after, f"{tpot}_count")),
         finished=delta(before, after, f"{latency}_count"),
         busy_s=delta(before, after, f"{latency}_sum"),
         running=after.get(names.running, 0.0),
@@ -111,6 +112,15 @@ class ServingNames:
     output_tokens: str
     """A counter of the output tokens of finished requests, grown as each finishes (so it counts
     the same requests as the end-to-end histogram)."""
+
+
+def _per(total: float, count: float) -> float | None:
+    """total / count for a count of at least one (requests, tokens), when finite and not negative;
+    None otherwise: what a server reports cannot put Inf or NaN into a status."""
+    if count < 1:
+        return None
+    value = total / count
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def delta(before: Samples, after: Samples, name: str) -> float:

@@ -132,6 +132,21 @@ class TestSwitch:
         assert decision.evidence["latencyRatio"] == 0.75
         assert "request time per output token" in decision.message
 
+    @pytest.mark.parametrize(
+        ("busy_s", "output_tokens"), [(1e300, 1e-300), (1e308, 0.5), (-10.0, 100.0)]
+    )
+    def test_counters_that_make_no_finite_figure_time_nothing(
+        self, busy_s: float, output_tokens: float
+    ) -> None:
+        # a tenant's /metrics claiming a sliver of a token (or negative latency) for its twin:
+        # nothing infinite or negative reaches the memory, the evidence or the status
+        lying = Serving(0.02, 5, busy_s, 1.0, 0.0, output_tokens=output_tokens)
+        assert lying.seconds_per_token is None
+        memory, decision = step(SWITCH, Memory(), obs(100.0, lying, serving(30)), 4)
+        assert memory.latency.get("speculative") == {}
+        assert decision.evidence["speculative"]["latencyPerTokenMs"] is None
+        assert "inf" not in repr(memory.to_status()).lower()
+
     def test_a_twin_whose_engine_reports_no_output_tokens_is_not_timed(self) -> None:
         untimed = Serving(0.02, 5, busy_s=10.0, running=1.0, waiting=0.0, output_tokens=None)
         [decision] = run(SWITCH, [(untimed, serving(30))])

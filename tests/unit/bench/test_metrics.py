@@ -87,3 +87,19 @@ def test_phase_times_are_interval_means() -> None:
     assert got.queue_s == pytest.approx(0.5)
     assert got.decode_s == pytest.approx(2.0)
     assert got.prefill_s is None
+
+
+def test_serving_counters_that_make_no_finite_figure_give_none() -> None:
+    """A twin's /metrics may lie: 1e300 seconds over 1e-300 requests or tokens is no figure."""
+    from orchestrator.engines import ENGINES
+
+    after = parse_prometheus(
+        "vllm:e2e_request_latency_seconds_sum 1e300\n"
+        "vllm:e2e_request_latency_seconds_count 3\n"
+        "vllm:request_time_per_output_token_seconds_sum 1e300\n"
+        "vllm:request_time_per_output_token_seconds_count 1e-300\n"
+        "vllm:request_generation_tokens_sum 1e-300\n"
+    )
+    window = ENGINES["vllm"].metrics.serving({}, after)
+    assert window is not None
+    assert window.tpot_s is None and window.seconds_per_token is None
