@@ -218,14 +218,14 @@ def tune(
     )
     api: Literal["chat", "completions"] = "chat" if chat else "completions"
     serve = None
-    token_holder: list[str] = []
+    token = None
     if local:
         options = RunOptions(engine_bin, python, None, engine_timeout)
         serve = _local_engines(profile, plan, ks, options, offline)
         endpoint_per_k = baseline_url = LOCAL
     elif cluster:
-        serve, where = _cluster_engines(
-            profile, plan, ks, context, namespace, engine_timeout, offline, token_holder
+        serve, where, token = _cluster_engines(
+            profile, plan, ks, context, namespace, engine_timeout, offline
         )
         endpoint_per_k = baseline_url = f"{CLUSTER} ({where})"
     assert endpoint_per_k is not None and baseline_url is not None
@@ -239,9 +239,7 @@ def tune(
         exhaustive=exhaustive,
         api=api,
     )
-    redact = bench_redactor(
-        token_holder[0] if token_holder else None, (endpoint_per_k, baseline_url)
-    )
+    redact = bench_redactor(token, (endpoint_per_k, baseline_url))
     max_batch = spec.serving.max_concurrency
     fixed_because = _fixed_because(plan)
     source_text = profile.read_text(encoding="utf-8")
@@ -290,8 +288,8 @@ def _local_engines(
     from orchestrator.tune.run import Served
     from orchestrator.tune.variants import variant_plans
 
-    plans = variant_plans(path, plan, ks, offline=offline, named=False, how="tune --local")
-    launches = {k: planned.launch_for(container=False) for k, planned in plans.items() if k}
+    plans = variant_plans(path, plan, ks, offline=offline, how="tune --local")
+    launches = {k: planned.launch_for(container=False) for k, planned in plans.items()}
     launches[0] = plan.launch_for(container=False, baseline=True)
 
     @contextlib.contextmanager
@@ -312,23 +310,21 @@ def _cluster_engines(
     namespace: str | None,
     timeout: float,
     offline: bool,
-    token_holder: list[str],
-) -> tuple[Callable[[int], AbstractContextManager[Served]], str]:
-    """What serves each k on the kube context's cluster, and where that is (context and
-    namespace, for tune.json). The kubeconfig's bearer token goes into `token_holder`, for the
-    redactor: it never reaches a file or the terminal."""
-    from orchestrator.deploy.kube.proxy import proxied_service
+) -> tuple[Callable[[int], AbstractContextManager[Served]], str, str | None]:
+    """What serves each k on the kube context's cluster, where that is (context and namespace,
+    for tune.json), and the kubeconfig's bearer token, for the redactor: it never reaches a file
+    or the terminal."""
+    from orchestrator.deploy.kube.proxy import bearer_token
     from orchestrator.deploy.kubernetes_cluster import KubernetesCluster
     from orchestrator.tune.cluster import cluster_engines
 
     cluster = KubernetesCluster(context=context, namespace=namespace)
     where = plan.profile.metadata.namespace or cluster.namespace
-    probe = proxied_service(cluster, where, "probe", "http")
-    if probe.token:
-        token_holder.append(probe.token)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
-    serve = cluster_engines(path, plan, ks, cluster, timeout=timeout, echo=echo, offline=offline)
-    return serve, f"context {context or 'current'}, namespace {where}"
+    serve = cluster_engines(
+        path, plan, ks, cluster, where, timeout=timeout, echo=echo, offline=offline
+    )
+    return serve, f"context {context or 'current'}, namespace {where}", bearer_token(cluster)
 
 
 def _free_port() -> int:

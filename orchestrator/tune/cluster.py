@@ -35,14 +35,16 @@ def cluster_engines(
     plan: DeploymentPlan,
     ks: tuple[int, ...],
     cluster: KubernetesCluster,
+    namespace: str,
     *,
     timeout: float,
     echo: Callable[[str], None],
     offline: bool,
 ) -> Serve:
-    """What serves each k (0: the baseline) on `cluster`, one arm at a time."""
-    plans = variant_plans(path, plan, ks, offline=offline, named=True, how="tune --cluster")
-    namespace = plan.profile.metadata.namespace or cluster.namespace
+    """What serves each k (0: the baseline) on `cluster`, in `namespace`, one arm at a time."""
+    plans = variant_plans(
+        path, plan, ks, offline=offline, how="tune --cluster", named=True, baseline=True
+    )
 
     @contextlib.contextmanager
     def serve(k: int) -> Iterator[Served]:

@@ -13,11 +13,19 @@ from orchestrator.plan.types import DeploymentPlan
 
 
 def variant_plans(
-    path: Path, plan: DeploymentPlan, ks: tuple[int, ...], *, offline: bool, named: bool, how: str
+    path: Path,
+    plan: DeploymentPlan,
+    ks: tuple[int, ...],
+    *,
+    offline: bool,
+    how: str,
+    named: bool = False,
+    baseline: bool = False,
 ) -> dict[int, DeploymentPlan]:
-    """k -> the plan of the profile served for it, 0 the baseline's (with `named`: each its own
-    metadata.name, `<name>-tune-k<k>` and `<name>-tune-baseline`, so that the arms and the
-    profile's own deployment never share an object). `how` says what serves them, for errors."""
+    """k -> the plan of the profile served for it; with `baseline`, also 0 -> the target alone's.
+    With `named` each gets its own metadata.name, `<name>-tune-k<k>` and `<name>-tune-baseline`,
+    so that the arms and the profile's own deployment never share an object. `how` says what
+    serves them, for errors."""
     from pydantic import ValidationError
 
     from orchestrator.plan.build import plan_profile
@@ -26,7 +34,7 @@ def variant_plans(
 
     source = LocalCheckpoints(base_dir=path.resolve().parent, offline=offline)
     plans: dict[int, DeploymentPlan] = {}
-    for k in (0, *ks):
+    for k in (0, *ks) if baseline else ks:
         document: dict[str, Any] = plan.profile.model_dump(mode="json")
         if named:
             suffix = f"-tune-k{k}" if k else "-tune-baseline"

@@ -42,14 +42,14 @@ def proxied_service(client: KubeClient, namespace: str, service: str, port: str)
     configuration = client.configuration
     root = str(configuration.host).rstrip("/")
     path = f"/api/v1/namespaces/{quote(namespace)}/services/{quote(service)}:{quote(port)}/proxy"
-    return ProxiedService(root + path, _token(configuration), _tls(configuration, root))
+    return ProxiedService(root + path, bearer_token(client), _tls(configuration, root))
 
 
-def _token(configuration: Any) -> str | None:
-    """The bearer token the client would send: its own auth settings (kubernetes 37 keeps a
+def bearer_token(client: KubeClient) -> str | None:
+    """The bearer token `client` would send: its own auth settings (kubernetes 37 keeps a
     kubeconfig token under `BearerToken`, older releases under `authorization`), which run the
     refresh hook of an exec plugin or an expiring token first."""
-    setting = configuration.auth_settings().get("BearerToken") or {}
+    setting = client.configuration.auth_settings().get("BearerToken") or {}
     header = setting.get("value")
     if not header:
         return None
