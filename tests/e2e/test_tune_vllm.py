@@ -97,9 +97,16 @@ def _profile(tmp_path: Path) -> Path:
     return path
 
 
-def _fixed(tuned: dict[str, Any], k: int, path: Path) -> Path:
-    """The tuned profile without its schedule: k drafts at every batch size (k = 0: none)."""
+def _fixed(tuned: dict[str, Any], k: int, path: Path, tuned_dir: Path) -> Path:
+    """The tuned profile without its schedule: k drafts at every batch size (k = 0: none). Its
+    relative model paths name directories from `tuned_dir`, where tune wrote it; they are made
+    absolute, since this copy is written elsewhere (from a repo under /tmp, `..` past the root
+    no longer lands back on it)."""
     document = json.loads(json.dumps(tuned))
+    for block in ("target", "proposer"):
+        model = document[block].get("model")
+        if model and not Path(model).is_absolute():
+            document[block]["model"] = str((tuned_dir / model).resolve())
     proposer = document["proposer"]
     del proposer["num_speculative_tokens_per_batch_size"]
     if k:
@@ -165,7 +172,8 @@ def test_tune_schedules_where_speculation_pays_and_the_tuned_deployment_is_the_b
     best_low = f"k={choice[LOW]}"
     arms = {"tuned": tuned_path}
     arms |= {
-        arm: _fixed(tuned, int(arm[2:]), tmp_path / f"{arm}.yaml") for arm in ("k=0", best_low)
+        arm: _fixed(tuned, int(arm[2:]), tmp_path / f"{arm}.yaml", tuned_path.parent)
+        for arm in ("k=0", best_low)
     }
     with specdeploy_runs(list(arms.values()), tmp_path=tmp_path / "served") as runs:
         url = dict(zip(arms, (run.url for run in runs), strict=True))
